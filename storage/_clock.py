@@ -1,0 +1,120 @@
+"""Injectable time and identity sources.
+
+Kernel code never reads the wall clock or global randomness directly: stores,
+supervisors and agents take a :class:`Clock` and an :class:`IdSource`, so tests
+and Hypothesis drive time and ids explicitly.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+import uuid
+from typing import Protocol, runtime_checkable
+
+
+@runtime_checkable
+class Clock(Protocol):
+    """A source of time, in float seconds.
+
+    ``now()`` is wall time (used for leases, deadlines and records);
+    ``monotonic()`` is for measuring durations. Implementations must be safe
+    to call from any thread.
+    """
+
+    def now(self) -> float: ...
+
+    def monotonic(self) -> float: ...
+
+
+class SystemClock:
+    """The real clock: ``time.time()`` and ``time.monotonic()``."""
+
+    def now(self) -> float:
+        return time.time()
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def __repr__(self) -> str:
+        return "SystemClock()"
+
+
+class ManualClock:
+    """A clock that only moves when told to. Thread-safe.
+
+    ``monotonic()`` follows ``now()`` but never goes backwards, even when
+    ``now()`` is set back (a wall-clock step does not reverse durations).
+    """
+
+    def __init__(self, start: float = 1_700_000_000.0) -> None:
+        self._lock = threading.Lock()
+        self._now = float(start)
+        self._mono = 0.0
+
+    def now(self) -> float:
+        with self._lock:
+            return self._now
+
+    def monotonic(self) -> float:
+        with self._lock:
+            return self._mono
+
+    def advance(self, seconds: float) -> float:
+        """Move time by ``seconds`` (may be negative for a wall-clock step back)."""
+        with self._lock:
+            self._now += seconds
+            if seconds > 0:
+                self._mono += seconds
+            return self._now
+
+    def set(self, when: float) -> None:
+        """Jump wall time to ``when``; monotonic time only moves forward."""
+        with self._lock:
+            delta = when - self._now
+            self._now = float(when)
+            if delta > 0:
+                self._mono += delta
+
+    def __repr__(self) -> str:
+        return f"ManualClock(now={self.now()!r})"
+
+
+@runtime_checkable
+class IdSource(Protocol):
+    """A source of fresh identifiers. Must be safe to call from any thread."""
+
+    def uuid4(self) -> uuid.UUID: ...
+
+    def token_hex(self, nbytes: int) -> str: ...
+
+
+class RandomIds:
+    """Ids from the operating system's randomness."""
+
+    def uuid4(self) -> uuid.UUID:
+        return uuid.uuid4()
+
+    def token_hex(self, nbytes: int) -> str:
+        return os.urandom(nbytes).hex()
+
+    def __repr__(self) -> str:
+        return "RandomIds()"
+
+
+class SeededIds:
+    """Deterministic ids from a seed, for tests and reproducible runs."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self._lock = threading.Lock()
+        self._rng = random.Random(seed)
+
+    def uuid4(self) -> uuid.UUID:
+        with self._lock:
+            return uuid.UUID(int=self._rng.getrandbits(128), version=4)
+
+    def token_hex(self, nbytes: int) -> str:
+        with self._lock:
+            return self._rng.getrandbits(8 * nbytes).to_bytes(nbytes, "big").hex()
