@@ -1,0 +1,67 @@
+"""The byte-level backend a :class:`~storage.KernelStore` runs its contract logic on.
+
+A backend offers atomic transactions over a fixed set of named tables of
+``bytes -> bytes``, ordered by key. The contract logic (validation, lifecycle
+checks, fencing, encoding) lives once in :mod:`storage._kernel`; a backend only
+has to make each ``write`` atomic and durable. The memory and LMDB stores are
+the same logic on two backends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Protocol, TypeVar
+
+T = TypeVar("T")
+
+
+class Txn(Protocol):
+    """One transaction: a consistent snapshot, writable inside ``Backend.write``.
+
+    Keys and values are ``bytes``. ``scan`` yields ``(key, value)`` pairs in
+    ascending key order starting at ``start`` (inclusive) while the key starts
+    with ``prefix``; it must tolerate writes made earlier in the same
+    transaction (they are visible) but callers do not write while iterating.
+    """
+
+    def get(self, table: str, key: bytes) -> bytes | None: ...
+
+    def put(self, table: str, key: bytes, value: bytes) -> None: ...
+
+    def delete(self, table: str, key: bytes) -> bool: ...
+
+    def scan(
+        self, table: str, prefix: bytes = b"", start: bytes | None = None
+    ) -> Iterator[tuple[bytes, bytes]]: ...
+
+
+class Backend(Protocol):
+    """Atomic, durable transactions over named tables.
+
+    Guarantees:
+    - ``write(fn)`` runs ``fn`` in one write transaction. If ``fn`` returns,
+      every put/delete it made is committed (durably, when the backend is
+      durable) before ``write`` returns its value. If ``fn`` raises, nothing it
+      did is visible and the exception propagates unchanged.
+    - ``read(fn)`` runs ``fn`` on a consistent read-only snapshot.
+    - Both are safe to call from any thread. ``fn`` may be called on another
+      thread than the caller's (a batching writer) and must not block on other
+      store calls.
+    - Backend failures are mapped to ``storage`` errors: ``StorageFull`` when
+      there is no room (nothing written), ``RetryableStorage`` for transient
+      failures, ``Failed`` otherwise.
+    """
+
+    tables: Sequence[str]
+
+    def read(self, fn: Callable[[Txn], T]) -> T: ...
+
+    def write(self, fn: Callable[[Txn], T]) -> T: ...
+
+    def drain(self) -> None:
+        """Return once every write accepted so far is committed or failed."""
+        ...
+
+    def close(self) -> None:
+        """Release resources. Later calls fail with ``Failed``. Idempotent."""
+        ...

@@ -1,0 +1,334 @@
+"""The SessionStore contract.
+
+Every operation is one atomic transaction that reads the store's own "now"
+(its injectable :class:`~storage.Clock`) *inside* that transaction; callers
+never pass the current time. Every persisted change of execution, delivery,
+retention, run or session status is checked against the
+:mod:`statemachines` tables (:class:`~storage.IllegalTransition` otherwise).
+Failures are the typed errors of :mod:`storage._errors`; a failed operation
+writes nothing unless its docstring says otherwise. Bytes on disk that do not
+decode fail closed with :class:`~storage.CorruptRecord`.
+
+Implementations: :class:`~storage.MemorySessionStore` and
+:class:`~storage.LmdbSessionStore` (one contract logic on two backends). A
+third-party store implements this class directly and can be checked with the
+``properties`` suite.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+
+from statemachines import RunStatus, SessionStatus
+
+from ._clock import Clock
+from ._errors import Failed
+from ._records import (
+    AcquireContinuation,
+    Artifact,
+    AttemptRecord,
+    ContinuationReceipt,
+    DeliveryClaim,
+    DeliveryRelease,
+    RunAdmissionReceipt,
+    RunRecord,
+    SessionRecord,
+    TerminalCommit,
+)
+
+
+class SessionStore(abc.ABC):
+    """Durable sessions, runs and background attempts, with fenced ownership.
+
+    Thread safety: every method may be called from any thread.
+    """
+
+    clock: Clock
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def create_session(self, session: SessionRecord) -> SessionRecord:
+        """Insert a session. An identical retry returns the stored record;
+        a different record under the same id is :class:`AlreadyExists`."""
+
+    @abc.abstractmethod
+    def load_session(self, session_id: str) -> SessionRecord:
+        """The session, or :class:`NotFound`."""
+
+    @abc.abstractmethod
+    def list_sessions(self, namespace_id: str) -> list[SessionRecord]:
+        """Sessions of one namespace, ordered by id."""
+
+    @abc.abstractmethod
+    def update_session_status(self, session_id: str, status: SessionStatus) -> SessionRecord:
+        """Move a session along the SESSION table (not into ``deleting``: use
+        :meth:`fence_session_deletion`). Same status is a no-op."""
+
+    @abc.abstractmethod
+    def fence_session_deletion(self, session_id: str) -> SessionRecord:
+        """Fence a session for deletion (status ``deleting``).
+
+        Refused with :class:`Conflict` while any attempt of the session is
+        non-terminal under an unexpired owner lease; then nothing is written.
+        Idempotent once fenced. After the fence, heartbeat, execution update
+        and terminal commit on the session's attempts fail closed
+        (:class:`Conflict`), acceptance is refused and automatic continuation
+        is suppressed; exact terminal replay stays Ok.
+        """
+
+    # -- runs -------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def admit_run(
+        self, run: RunRecord, *, idempotency_key: str | None = None
+    ) -> RunAdmissionReceipt:
+        """Admit a new run (status ``admitted``) into an active session.
+
+        The store allocates ``sequence_no`` and stamps ``created_at`` /
+        ``updated_at``. :class:`RunConflict` while another run of the session
+        is admitted/running under an unexpired admission lease. With an
+        ``idempotency_key``: the same key and the same request return the first
+        receipt with ``idempotent_replay=True``; the same key with another
+        request is :class:`IdempotencyConflict`. A run with
+        ``trigger_type == "async_subagent_result"`` is refused here: it is only
+        admitted through :meth:`acquire_continuation`.
+        """
+
+    @abc.abstractmethod
+    def load_run(self, session_id: str, run_id: str) -> RunRecord:
+        """The run, or :class:`NotFound`."""
+
+    @abc.abstractmethod
+    def list_runs(self, session_id: str) -> list[RunRecord]:
+        """Runs of a session in ``sequence_no`` order."""
+
+    @abc.abstractmethod
+    def transition_run(
+        self,
+        session_id: str,
+        run_id: str,
+        status: RunStatus,
+        *,
+        admission_id: str | None = None,
+        output_preview: str | None = None,
+    ) -> RunRecord:
+        """Move a run along the RUN table. When the run has an admission lease,
+        ``admission_id`` must match it (:class:`StaleFence` otherwise); moving to
+        ``running`` additionally needs the lease unexpired. Same status with the
+        same preview is an idempotent no-op."""
+
+    @abc.abstractmethod
+    def renew_run_admission(
+        self, session_id: str, run_id: str, admission_id: str, lease_expires_at: float
+    ) -> RunRecord:
+        """Extend a live run's admission lease. :class:`StaleFence` if the
+        admission id differs or the lease already expired; :class:`Conflict` if
+        the run is terminal or ``lease_expires_at <= now``."""
+
+    # -- background attempts ----------------------------------------------------------------
+
+    @abc.abstractmethod
+    def accept_attempt(self, record: AttemptRecord) -> AttemptRecord:
+        """Persist a freshly accepted attempt.
+
+        ``record`` must be a canonical acceptance (execution ``accepted``,
+        undelivered, inline, no result, no claim, no terminal fields, a valid
+        owner lease with ``heartbeat_at == accepted_at == updated_at``), else
+        :class:`InvalidRecord`. An identical retry returns the stored record;
+        a different record under the same id is :class:`AlreadyExists`.
+        :class:`Conflict` when the lease is already expired at store time, the
+        parent session is missing, not active or deletion-fenced, or another
+        non-terminal attempt holds the same (namespace, session, agent_id).
+        """
+
+    @abc.abstractmethod
+    def update_attempt_execution(self, record: AttemptRecord) -> AttemptRecord:
+        """Persist one non-terminal execution transition (or set ``child_run_id``).
+
+        Only ``execution_status``, ``child_run_id`` and ``updated_at`` may
+        differ from the stored record; the transition must be allowed and
+        non-terminal (terminal outcomes use :meth:`commit_terminal`). The
+        writer's lease must equal the stored owner and be unexpired at store
+        time (:class:`StaleFence`). The store stamps ``updated_at``. The same
+        status again is an idempotent no-op.
+        """
+
+    @abc.abstractmethod
+    def heartbeat_attempt(
+        self,
+        attempt_id: str,
+        host_instance_id: str,
+        fencing_generation: int,
+        lease_expires_at: float,
+    ) -> AttemptRecord:
+        """Extend the owner lease of a non-terminal attempt.
+
+        :class:`StaleFence` on owner or generation mismatch or when the lease
+        already expired (an expired owner never revives); :class:`Conflict`
+        when terminal, when ``lease_expires_at <= now`` or when the session is
+        deletion-fenced. Sets ``heartbeat_at = now``.
+        """
+
+    @abc.abstractmethod
+    def take_over_attempt(
+        self,
+        attempt_id: str,
+        host_instance_id: str,
+        fencing_generation: int,
+        lease_expires_at: float,
+    ) -> AttemptRecord:
+        """Give a non-terminal attempt whose lease expired to a new owner.
+
+        Requires the current lease expired at store time and
+        ``fencing_generation`` greater than the current one (:class:`StaleFence`
+        otherwise). Every later write with the old lease fails.
+        """
+
+    @abc.abstractmethod
+    def commit_terminal(self, commit: TerminalCommit) -> AttemptRecord:
+        """Commit the terminal outcome (and its artifact) atomically.
+
+        First commit: the stored attempt is non-terminal, the writer is the
+        live owner (an expired owner's first terminal commit is
+        :class:`StaleFence`), the session is not deletion-fenced, the move is
+        allowed, the record is a canonical terminal projection (result_ref set,
+        undelivered, retention inline/artifact with a deadline after now,
+        ``terminal_at == updated_at``); an artifact needs limits
+        (:class:`Conflict` otherwise) and must fit ``max_single_bytes`` and the
+        namespace's unexpired aggregate (:class:`QuotaExceeded`). The store
+        stores the terminal fingerprint, removes the attempt from the active
+        index and returns the record.
+
+        Replay: if the attempt is already terminal, a commit with the same
+        fingerprint returns the stored record (Ok even after the lease or the
+        retention expired, and after delivery); anything else is
+        :class:`Conflict`.
+        """
+
+    @abc.abstractmethod
+    def load_attempt(self, attempt_id: str) -> AttemptRecord:
+        """The attempt, or :class:`NotFound`."""
+
+    @abc.abstractmethod
+    def list_attempts(
+        self, namespace_id: str, session_id: str | None = None
+    ) -> list[AttemptRecord]:
+        """Attempts of a namespace (and session), ordered by ``accepted_at`` then id."""
+
+    @abc.abstractmethod
+    def list_active_attempts(self, namespace_id: str) -> list[AttemptRecord]:
+        """Non-terminal attempts of a namespace; cost follows the active count."""
+
+    @abc.abstractmethod
+    def list_pending_attempts(
+        self, namespace_id: str, session_id: str | None = None
+    ) -> list[AttemptRecord]:
+        """Terminal attempts not yet delivered (undelivered or claimed)."""
+
+    @abc.abstractmethod
+    def load_artifact(self, artifact_ref: str) -> Artifact:
+        """A retained artifact. :class:`NotFound` if missing or expired at store
+        time; :class:`CorruptRecord` if its content no longer matches its digest."""
+
+    # -- delivery ---------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def claim_delivery(
+        self, attempt_id: str, claim: DeliveryClaim, *, automatic: bool = False
+    ) -> AttemptRecord:
+        """Claim a terminal result for one consumer.
+
+        Exact replay of the current claim returns the record. :class:`Conflict`
+        when not terminal or ``claim.deadline <= now``; :class:`Delivered` when
+        delivered. If another claim exists: while its deadline has not passed,
+        or its consumer run is live under its admission lease,
+        :class:`DeliveryClaimed`; if its consumer run completed, the old claim
+        is acknowledged (committed) and :class:`Delivered` raised; otherwise it
+        is released (a failed or cancelled consumer also sets
+        ``automatic_continuation_suppressed_by_run_id``) and the new claim
+        proceeds. An ``automatic`` claim is refused with :class:`Conflict`
+        while automatic continuation is suppressed, or the session is not
+        active; any release done first stays committed.
+        """
+
+    @abc.abstractmethod
+    def acknowledge_delivery(self, attempt_id: str, claim_id: str) -> AttemptRecord:
+        """Mark the result delivered under the matching claim (even past its
+        deadline, while nobody else claimed it). Sets ``delivered_claim_id`` and
+        clears the suppression. Repeating it is Ok; another claim id is
+        :class:`DeliveryClaimed` / :class:`Delivered`."""
+
+    @abc.abstractmethod
+    def release_delivery(
+        self, attempt_id: str, claim_id: str, release: DeliveryRelease
+    ) -> AttemptRecord:
+        """Release the matching claim back to undelivered.
+
+        ``Retryable()`` just releases. ``ConsumerTerminated(run_id)`` requires a
+        claim whose consumer is that run and records the suppression;
+        on a record that is not claimed (e.g. undelivered) it is
+        :class:`Conflict`. Releasing an already released claim with
+        ``Retryable`` is Ok.
+        """
+
+    @abc.abstractmethod
+    def acquire_continuation(self, request: AcquireContinuation) -> ContinuationReceipt:
+        """Admit exactly one continuation run consuming a terminal result.
+
+        In one transaction: the attempt must be terminal and undelivered (or
+        claimed under ``request.claim_id``) and not suppressed; the session
+        active and not fenced; no other run of the session live
+        (:class:`RunConflict`). The store re-derives the canonical input from
+        the record and the full artifact content (or the expiry summary),
+        requires ``request.run.input`` byte-equal to it and non-empty, the
+        run's causal fields (session, parent run, trigger type, profile,
+        attempt metadata, trace) and ``request.cause`` equal to the
+        store-derived cause (:class:`Conflict` for a stale head, a forged cause
+        or a forged or empty input). It admits the run, marks the attempt
+        delivered with ``continuation_run_id`` and ``delivered_claim_id``, and
+        returns a receipt with the store-derived cause.
+
+        An exact retry (same attempt, claim id and run) returns the same receipt
+        with ``idempotent_replay=True``; anything else after delivery is
+        :class:`Delivered`. At most one continuation run per attempt, ever.
+        """
+
+    # -- maintenance ------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def reconcile(self, namespace_id: str) -> list[AttemptRecord]:
+        """Classify lost work and reclaim expired claims, at store time.
+
+        Non-terminal attempts whose lease expired become ``failed`` with
+        ``failure_category = "host_process_lost"``, a result error, a retention
+        deadline and a terminal fingerprint; live foreign owners are left
+        alone. Expired claims: kept while the consumer run is live under its
+        admission lease; acknowledged if it completed; else released (a failed
+        or cancelled consumer sets the suppression). Returns the records it
+        changed. Cost follows the number of active attempts and claims, not
+        history.
+        """
+
+    @abc.abstractmethod
+    def expire_retention(self, namespace_id: str, limit: int = 1000) -> list[AttemptRecord]:
+        """Expire up to ``limit`` retained results whose deadline passed.
+
+        Deletes inline content and artifacts; keeps digest, size, terminal and
+        delivery evidence and the fingerprint (backfilling a missing one only
+        while the complete terminal projection still exists). Idempotent.
+        """
+
+    def drain(self) -> None:
+        """Return once every store-owned background operation has finished.
+
+        Each store says how it drains; this default fails closed.
+        """
+        raise Failed(f"{type(self).__name__} does not say how it drains")
+
+    def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
+        """Release resources. Idempotent."""
+
+
+AttemptList = Sequence[AttemptRecord]

@@ -1,0 +1,95 @@
+"""Typed errors of the storage layer.
+
+Every store operation fails with one of these (lower-layer errors from lmdb,
+msgspec or the OS are always mapped here)::
+
+    SubagentsError                      (statemachines)
+    └── StoreError
+        ├── NotFound                    no such session, run, attempt or artifact
+        ├── AlreadyExists               a different record already holds that id
+        ├── Conflict                    the request contradicts committed state
+        │   ├── StaleFence              owner mismatch, older generation or expired lease
+        │   ├── IllegalTransition       a move the lifecycle tables do not allow
+        │   ├── InvalidRecord           a malformed or non-canonical record was submitted
+        │   ├── IdempotencyConflict     same idempotency key, different request
+        │   ├── RunConflict             another run of the session is active
+        │   ├── DeliveryClaimed         another consumer holds a live delivery claim
+        │   └── Delivered               the result was already delivered
+        ├── QuotaExceeded               artifact, aggregate or backpressure limit
+        ├── RetryableStorage            transient: nothing was written, retry is safe
+        ├── StorageFull                 the map is full; nothing was written
+        ├── CorruptRecord               bytes on disk do not decode: fail closed
+        └── Failed                      anything else (e.g. an unsupported drain)
+
+Errors carry structured keyword fields (``attempt_id``, ``owner``,
+``fencing_generation``, ``table``, ``key`` ...) readable as attributes.
+"""
+
+from __future__ import annotations
+
+from statemachines import SubagentsError
+
+
+class StoreError(SubagentsError):
+    """Root of every SessionStore failure."""
+
+
+class NotFound(StoreError):
+    """The session, run, attempt or artifact does not exist (or has expired)."""
+
+
+class AlreadyExists(StoreError):
+    """A different record already holds this identity."""
+
+
+class Conflict(StoreError):
+    """The request contradicts committed state; nothing was written."""
+
+
+class StaleFence(Conflict):
+    """The writer is not the current live owner: another host, an older generation,
+    or its lease has expired at store time. An expired owner never revives."""
+
+
+class IllegalTransition(Conflict):
+    """The lifecycle tables do not allow this move (fields ``machine``, ``source``, ``dest``)."""
+
+
+class InvalidRecord(Conflict):
+    """A submitted record is malformed or not in its canonical form."""
+
+
+class IdempotencyConflict(Conflict):
+    """An idempotency key was reused with a different request."""
+
+
+class RunConflict(Conflict):
+    """Another run of the same session is active under a live admission lease."""
+
+
+class DeliveryClaimed(Conflict):
+    """Another consumer holds a delivery claim that is live (or whose consumer is live)."""
+
+
+class Delivered(Conflict):
+    """The result was already delivered; it is never delivered twice."""
+
+
+class QuotaExceeded(StoreError):
+    """A byte or count limit would be exceeded; nothing was written."""
+
+
+class RetryableStorage(StoreError):
+    """A transient storage failure. Nothing was written; the same call may be retried."""
+
+
+class StorageFull(StoreError):
+    """The store has no room (LMDB map full). Nothing was written."""
+
+
+class CorruptRecord(StoreError):
+    """Bytes on disk do not decode into a valid record. The store fails closed."""
+
+
+class Failed(StoreError):
+    """Any other store failure, including an operation the store does not support."""
