@@ -1,9 +1,1590 @@
-"""STUB: replaced by the contract logic (KernelStore)."""
+"""The SessionStore contract logic, once, on top of any :class:`~storage.Backend`.
+
+Every contract operation is exactly one ``backend.write(fn)`` (or one
+``backend.read(fn)`` for loads and lists). ``fn`` reads the store's clock
+*inside* the transaction, checks everything, and only then writes; when it
+raises, the backend discards every write it made, so a failed operation leaves
+nothing behind. The few operations that must commit something *and* report a
+failure (``claim_delivery`` acknowledging a completed consumer's old claim, or
+releasing a dead consumer's claim and then refusing an automatic claim) let
+``fn`` return the error as a value and raise it after ``write`` returned.
+
+Tables (``bytes -> bytes``; keys are NUL-joined ids, see :mod:`storage._codec`):
+
+============== ============================================= ====================
+table          key                                           value
+============== ============================================= ====================
+sessions       session_id                                    SessionRecord
+fences         session_id (deletion-fenced sessions)         ``b""``
+runs           session_id, run_id                            RunRecord
+run_seq        session_id, 8-byte sequence_no                run_id
+heads          session_id                                    RunHead
+receipts       session_id, idempotency key                   RunAdmissionReceipt
+attempts       attempt_id                                    AttemptRecord
+active         namespace, session_id, attempt_id             ``b""`` (non-terminal)
+agents         namespace, session_id, agent_id               attempt_id (non-terminal)
+pending        namespace, session_id, attempt_id             ``b""`` (terminal, undelivered)
+claims         namespace, attempt_id                         claim deadline
+retention      namespace, deadline, attempt_id               ``b""`` (not yet expired)
+artifacts      artifact_ref                                  Artifact
+artifact_index namespace, expires_at, artifact_ref           size_bytes
+continuations  attempt_id                                    ContinuationReceipt
+meta           ``b"schema_version"``                         version
+============== ============================================= ====================
+
+The indexes keep each maintenance pass proportional to the work it has to do:
+reconcile reads ``active`` and ``claims`` only; retention expiry reads the
+deadline-ordered ``retention`` index only up to now; the aggregate artifact
+quota reads ``artifact_index`` from now on (unexpired artifacts only).
+"""
 
 from __future__ import annotations
 
+import struct
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import msgspec
+
+from statemachines import (
+    DELIVERY,
+    EXECUTION,
+    RETENTION,
+    RUN,
+    SESSION,
+    DeliveryStatus,
+    ExecutionStatus,
+    MachineSpec,
+    RetentionStatus,
+    RunStatus,
+    SessionStatus,
+)
+
+from . import _codec as codec
+from ._backend import Backend, Txn
+from ._clock import Clock, SystemClock
 from ._contract import SessionStore
+from ._digest import (
+    continuation_cause,
+    continuation_input,
+    request_digest,
+    result_digest,
+    terminal_fingerprint,
+)
+from ._errors import (
+    AlreadyExists,
+    Conflict,
+    CorruptRecord,
+    Delivered,
+    DeliveryClaimed,
+    Failed,
+    IdempotencyConflict,
+    IllegalTransition,
+    InvalidRecord,
+    NotFound,
+    QuotaExceeded,
+    RunConflict,
+    StaleFence,
+    StoreError,
+)
+from ._records import (
+    ASYNC_SUBAGENT_RESULT,
+    SCHEMA_VERSION,
+    AcquireContinuation,
+    Artifact,
+    AttemptRecord,
+    ConsumerTerminated,
+    ContinuationReceipt,
+    DeliveryClaim,
+    DeliveryRelease,
+    OwnerLease,
+    ResultRef,
+    RunAdmissionReceipt,
+    RunRecord,
+    SessionRecord,
+    TerminalCommit,
+)
+
+T = TypeVar("T")
+
+_replace = msgspec.structs.replace
+_U64 = struct.Struct(">Q")
+
+HOST_PROCESS_LOST = "host_process_lost"
+"""``failure_category`` of an attempt whose owner lease expired before a terminal commit."""
+HOST_PROCESS_LOST_ERROR = "host process lost"
+"""The public error text reconcile stores for a lost attempt."""
+FAILURE_CATEGORIES = frozenset({"execution_error", "cancelled", HOST_PROCESS_LOST})
+
+_TERMINAL_EXEC = frozenset(EXECUTION.terminal)
+_LIVE_RUN = frozenset({RunStatus.ADMITTED, RunStatus.RUNNING})
+_DEAD_CONSUMER = frozenset({RunStatus.FAILED, RunStatus.CANCELLED})
+_META_SCHEMA = b"schema_version"
+
+# Async-subagent metadata a continuation run must carry (see RunRecord).
+_META_ATTEMPT = "async_subagent.attempt_id"
+_META_AGENT = "async_subagent.agent_id"
+_META_PARENT_RUN = "async_subagent.parent_run_id"
+_META_CHILD_RUN = "async_subagent.child_run_id"
 
 
-class KernelStore(SessionStore):  # pragma: no cover - stub
-    TABLES: tuple[str, ...] = ()
+def _check(machine: MachineSpec, source: str, dest: str, **fields: Any) -> None:
+    """Raise :class:`IllegalTransition` unless the table allows ``source -> dest``."""
+    if not machine.allows(source, dest):
+        raise IllegalTransition(
+            f"{machine.name}: {source} -> {dest} is not an allowed transition",
+            machine=machine.name,
+            source=str(source),
+            dest=str(dest),
+            **fields,
+        )
+
+
+def _check_id(what: str, value: object) -> None:
+    if not isinstance(value, str) or not value or "\x00" in value:
+        raise InvalidRecord(f"{what} must be a non-empty string without NUL", field=what)
+
+
+def _run_live(run: RunRecord, now: float) -> bool:
+    """Admitted or running, and (when it has one) under an unexpired admission lease."""
+    if run.status not in _LIVE_RUN:
+        return False
+    lease = run.admission_lease
+    return lease is None or lease.lease_expires_at > now
+
+
+def _normalized_request(run: RunRecord) -> RunRecord:
+    # Fields the store stamps are not part of what the caller asked for.
+    return _replace(run, created_at=0.0, updated_at=0.0, sequence_no=0)
+
+
+class KernelStore(SessionStore):
+    """The contract logic of :class:`~storage.SessionStore` over a byte-level backend.
+
+    ``backend`` must provide every table in :attr:`TABLES`. ``clock`` is the
+    store's time (default :class:`~storage.SystemClock`), read once inside each
+    transaction. ``retention_seconds`` is how long reconcile keeps the result it
+    synthesizes for a lost attempt.
+
+    Threads: every method may be called from any thread; atomicity and
+    isolation come from the backend's transactions.
+    """
+
+    TABLES: tuple[str, ...] = (
+        "sessions",
+        "fences",
+        "runs",
+        "run_seq",
+        "heads",
+        "receipts",
+        "attempts",
+        "active",
+        "agents",
+        "pending",
+        "claims",
+        "retention",
+        "artifacts",
+        "artifact_index",
+        "continuations",
+        "meta",
+    )
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        clock: Clock | None = None,
+        retention_seconds: float = 86400.0,
+    ) -> None:
+        missing = sorted(set(self.TABLES) - set(backend.tables))
+        if missing:
+            raise Failed("backend lacks tables the kernel needs", tables=missing)
+        if not retention_seconds > 0:
+            raise ValueError("retention_seconds must be positive")
+        self.backend = backend
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.retention_seconds = float(retention_seconds)
+        self._check_schema()
+
+    def _check_schema(self) -> None:
+        """Stamp a fresh store with the schema version; refuse a newer one."""
+
+        def fn(txn: Txn) -> None:
+            raw = txn.get("meta", _META_SCHEMA)
+            if raw is None:
+                txn.put("meta", _META_SCHEMA, _U64.pack(SCHEMA_VERSION))
+                return
+            if len(raw) != _U64.size:
+                raise CorruptRecord("undecodable schema marker", table="meta", key=_META_SCHEMA)
+            (version,) = _U64.unpack(raw)
+            if version > SCHEMA_VERSION:
+                raise CorruptRecord(
+                    f"store schema_version {version} is newer than this code",
+                    table="meta",
+                    key=_META_SCHEMA,
+                    schema_version=version,
+                )
+
+        if self.backend.read(lambda txn: txn.get("meta", _META_SCHEMA)) is None:
+            self.backend.write(fn)
+        else:
+            self.backend.read(fn)
+
+    # -- low-level helpers (inside a transaction) --------------------------------------------
+
+    @staticmethod
+    def _session(txn: Txn, session_id: str) -> SessionRecord | None:
+        k = codec.key(session_id)
+        raw = txn.get("sessions", k)
+        return None if raw is None else codec.SESSION.decode(raw, table="sessions", key=k)
+
+    @staticmethod
+    def _run(txn: Txn, session_id: str, run_id: str) -> RunRecord | None:
+        k = codec.key(session_id, run_id)
+        raw = txn.get("runs", k)
+        return None if raw is None else codec.RUN.decode(raw, table="runs", key=k)
+
+    @staticmethod
+    def _head(txn: Txn, session_id: str) -> codec.RunHead | None:
+        k = codec.key(session_id)
+        raw = txn.get("heads", k)
+        return None if raw is None else codec.RUN_HEAD.decode(raw, table="heads", key=k)
+
+    @staticmethod
+    def _attempt(txn: Txn, attempt_id: str) -> AttemptRecord:
+        k = codec.key(attempt_id)
+        raw = txn.get("attempts", k)
+        if raw is None:
+            raise NotFound("no such attempt", attempt_id=attempt_id)
+        return codec.ATTEMPT.decode(raw, table="attempts", key=k)
+
+    @staticmethod
+    def _put_attempt(txn: Txn, record: AttemptRecord) -> None:
+        txn.put("attempts", codec.key(record.attempt_id), codec.ATTEMPT.encode(record))
+
+    @staticmethod
+    def _fenced(txn: Txn, session_id: str) -> bool:
+        return txn.get("fences", codec.key(session_id)) is not None
+
+    def _live_head(self, txn: Txn, session_id: str, now: float) -> RunRecord | None:
+        """The session's latest run when it is live. Earlier runs cannot be: a run
+        is only admitted while the previous head is not live, and an expired
+        admission lease never revives."""
+        head = self._head(txn, session_id)
+        if head is None:
+            return None
+        run = self._run(txn, session_id, head.run_id)
+        if run is None:
+            raise CorruptRecord(
+                "session head names a missing run", table="heads", key=codec.key(session_id)
+            )
+        return run if _run_live(run, now) else None
+
+    def _insert_run(self, txn: Txn, run: RunRecord, now: float) -> RunRecord:
+        """Allocate ``sequence_no``, stamp times and store a new head run."""
+        head = self._head(txn, run.session_id)
+        seq = 1 if head is None else head.sequence_no + 1
+        stored = _replace(run, created_at=now, updated_at=now, sequence_no=seq)
+        txn.put("runs", codec.key(run.session_id, run.run_id), codec.RUN.encode(stored))
+        txn.put("run_seq", codec.seq_key(run.session_id, seq), run.run_id.encode("utf-8"))
+        txn.put(
+            "heads",
+            codec.key(run.session_id),
+            codec.RUN_HEAD.encode(codec.RunHead(sequence_no=seq, run_id=run.run_id)),
+        )
+        return stored
+
+    @staticmethod
+    def _require_owner(
+        stored: AttemptRecord, host_instance_id: str, fencing_generation: int, now: float
+    ) -> None:
+        lease = stored.owner_lease
+        if (
+            lease.host_instance_id != host_instance_id
+            or lease.fencing_generation != fencing_generation
+        ):
+            raise StaleFence(
+                "writer is not the current owner",
+                attempt_id=stored.attempt_id,
+                owner=lease.host_instance_id,
+                fencing_generation=lease.fencing_generation,
+                writer=host_instance_id,
+                writer_generation=fencing_generation,
+            )
+        if lease.lease_expires_at <= now:
+            raise StaleFence(
+                "owner lease expired",
+                attempt_id=stored.attempt_id,
+                owner=lease.host_instance_id,
+                fencing_generation=lease.fencing_generation,
+                lease_expires_at=lease.lease_expires_at,
+                now=now,
+            )
+
+    def _require_not_fenced(self, txn: Txn, record: AttemptRecord) -> None:
+        if self._fenced(txn, record.parent_session_id):
+            raise Conflict(
+                "session is fenced for deletion",
+                attempt_id=record.attempt_id,
+                session_id=record.parent_session_id,
+            )
+
+    @staticmethod
+    def _leave_active(txn: Txn, record: AttemptRecord) -> None:
+        """Drop a newly terminal attempt from the active indexes; index it as pending."""
+        ns, sess, aid = record.namespace_id, record.parent_session_id, record.attempt_id
+        txn.delete("active", codec.key(ns, sess, aid))
+        agent_key = codec.key(ns, sess, record.agent_id)
+        if txn.get("agents", agent_key) == aid.encode("utf-8"):
+            txn.delete("agents", agent_key)
+        txn.put("pending", codec.key(ns, sess, aid), b"")
+        if record.retention_expires_at is not None:
+            txn.put("retention", _retention_key(ns, record.retention_expires_at, aid), b"")
+
+    def _deliver(
+        self,
+        txn: Txn,
+        record: AttemptRecord,
+        claim_id: str,
+        now: float,
+        *,
+        continuation_run_id: str | None = None,
+    ) -> AttemptRecord:
+        _check(
+            DELIVERY, record.delivery_status, DeliveryStatus.DELIVERED, attempt_id=record.attempt_id
+        )
+        new = _replace(
+            record,
+            delivery_status=DeliveryStatus.DELIVERED,
+            delivery_claim=None,
+            delivered_claim_id=claim_id,
+            automatic_continuation_suppressed_by_run_id=None,
+            continuation_run_id=continuation_run_id or record.continuation_run_id,
+            updated_at=now,
+        )
+        ns = record.namespace_id
+        txn.delete("pending", codec.key(ns, record.parent_session_id, record.attempt_id))
+        txn.delete("claims", codec.key(ns, record.attempt_id))
+        self._put_attempt(txn, new)
+        return new
+
+    def _release(
+        self, txn: Txn, record: AttemptRecord, now: float, suppress_by: str | None
+    ) -> AttemptRecord:
+        _check(
+            DELIVERY,
+            record.delivery_status,
+            DeliveryStatus.UNDELIVERED,
+            attempt_id=record.attempt_id,
+        )
+        new = _replace(
+            record,
+            delivery_status=DeliveryStatus.UNDELIVERED,
+            delivery_claim=None,
+            automatic_continuation_suppressed_by_run_id=(
+                suppress_by or record.automatic_continuation_suppressed_by_run_id
+            ),
+            updated_at=now,
+        )
+        txn.delete("claims", codec.key(record.namespace_id, record.attempt_id))
+        self._put_attempt(txn, new)
+        return new
+
+    def _settle_expired_claim(
+        self, txn: Txn, record: AttemptRecord, now: float
+    ) -> tuple[str, AttemptRecord]:
+        """Decide the fate of a claim whose deadline passed.
+
+        ``("keep", record)`` while its consumer run is live under its admission
+        lease; ``("acknowledged", new)`` if the consumer completed; otherwise
+        ``("released", new)`` (suppressing automatic continuation when the
+        consumer failed or was cancelled).
+        """
+        claim = record.delivery_claim
+        assert claim is not None  # callers only pass claimed records
+        run = None
+        if claim.continuation_run_id is not None:
+            run = self._run(txn, record.parent_session_id, claim.continuation_run_id)
+        if run is not None and _run_live(run, now):
+            return "keep", record
+        if run is not None and run.status == RunStatus.COMPLETED:
+            return "acknowledged", self._deliver(txn, record, claim.claim_id, now)
+        suppress = run.run_id if run is not None and run.status in _DEAD_CONSUMER else None
+        return "released", self._release(txn, record, now, suppress)
+
+    # -- sessions ----------------------------------------------------------------------------
+
+    def create_session(self, session: SessionRecord) -> SessionRecord:
+        _check_id("session_id", session.session_id)
+        _check_id("namespace_id", session.namespace_id)
+        if session.status == SessionStatus.DELETING:
+            raise InvalidRecord("a new session cannot be fenced", session_id=session.session_id)
+        if session.schema_version != SCHEMA_VERSION:
+            raise InvalidRecord("unsupported schema_version", session_id=session.session_id)
+
+        def fn(txn: Txn) -> SessionRecord:
+            existing = self._session(txn, session.session_id)
+            if existing is not None:
+                if existing == session:
+                    return existing
+                raise AlreadyExists("another session holds this id", session_id=session.session_id)
+            txn.put("sessions", codec.key(session.session_id), codec.SESSION.encode(session))
+            return session
+
+        return self.backend.write(fn)
+
+    def load_session(self, session_id: str) -> SessionRecord:
+        def fn(txn: Txn) -> SessionRecord:
+            session = self._session(txn, session_id)
+            if session is None:
+                raise NotFound("no such session", session_id=session_id)
+            return session
+
+        return self.backend.read(fn)
+
+    def list_sessions(self, namespace_id: str) -> list[SessionRecord]:
+        def fn(txn: Txn) -> list[SessionRecord]:
+            out = []
+            for k, raw in txn.scan("sessions"):
+                session = codec.SESSION.decode(raw, table="sessions", key=k)
+                if session.namespace_id == namespace_id:
+                    out.append(session)
+            return out
+
+        return self.backend.read(fn)
+
+    def update_session_status(self, session_id: str, status: SessionStatus) -> SessionRecord:
+        def fn(txn: Txn) -> SessionRecord:
+            now = self.clock.now()
+            session = self._session(txn, session_id)
+            if session is None:
+                raise NotFound("no such session", session_id=session_id)
+            if session.status == status:
+                return session
+            if status == SessionStatus.DELETING:
+                raise IllegalTransition(
+                    "use fence_session_deletion to fence a session",
+                    machine=SESSION.name,
+                    source=str(session.status),
+                    dest=str(status),
+                    session_id=session_id,
+                )
+            _check(SESSION, session.status, status, session_id=session_id)
+            new = _replace(session, status=status, updated_at=now)
+            txn.put("sessions", codec.key(session_id), codec.SESSION.encode(new))
+            return new
+
+        return self.backend.write(fn)
+
+    def fence_session_deletion(self, session_id: str) -> SessionRecord:
+        def fn(txn: Txn) -> SessionRecord:
+            now = self.clock.now()
+            session = self._session(txn, session_id)
+            if session is None:
+                raise NotFound("no such session", session_id=session_id)
+            if session.status == SessionStatus.DELETING:
+                return session
+            for k, _ in txn.scan("active", codec.prefix(session.namespace_id, session_id)):
+                attempt_id = k.rsplit(codec.SEP, 1)[1].decode("utf-8")
+                record = self._attempt(txn, attempt_id)
+                if record.owner_lease.lease_expires_at > now:
+                    raise Conflict(
+                        "an attempt of the session holds a live lease",
+                        session_id=session_id,
+                        attempt_id=attempt_id,
+                        owner=record.owner_lease.host_instance_id,
+                        lease_expires_at=record.owner_lease.lease_expires_at,
+                    )
+            _check(SESSION, session.status, SessionStatus.DELETING, session_id=session_id)
+            new = _replace(session, status=SessionStatus.DELETING, updated_at=now)
+            txn.put("sessions", codec.key(session_id), codec.SESSION.encode(new))
+            txn.put("fences", codec.key(session_id), b"")
+            return new
+
+        return self.backend.write(fn)
+
+    # -- runs --------------------------------------------------------------------------------
+
+    def admit_run(
+        self, run: RunRecord, *, idempotency_key: str | None = None
+    ) -> RunAdmissionReceipt:
+        _check_id("session_id", run.session_id)
+        _check_id("run_id", run.run_id)
+        if idempotency_key is not None:
+            _check_id("idempotency_key", idempotency_key)
+        if run.trigger_type == ASYNC_SUBAGENT_RESULT:
+            raise InvalidRecord(
+                "continuation runs are admitted only through acquire_continuation",
+                run_id=run.run_id,
+            )
+        if run.status != RunStatus.ADMITTED or run.schema_version != SCHEMA_VERSION:
+            raise InvalidRecord("a new run must be admitted", run_id=run.run_id)
+        lease = run.admission_lease
+        if lease is not None and (
+            not lease.admission_id or not lease.host_instance_id or lease.fencing_generation <= 0
+        ):
+            raise InvalidRecord("invalid admission lease", run_id=run.run_id)
+        digest = request_digest(_normalized_request(run))
+
+        def fn(txn: Txn) -> RunAdmissionReceipt:
+            now = self.clock.now()
+            receipt_key = None
+            if idempotency_key is not None:
+                receipt_key = codec.key(run.session_id, idempotency_key)
+                raw = txn.get("receipts", receipt_key)
+                if raw is not None:
+                    prior = codec.ADMISSION_RECEIPT.decode(raw, table="receipts", key=receipt_key)
+                    if prior.request_digest != digest:
+                        raise IdempotencyConflict(
+                            "idempotency key reused with another request",
+                            session_id=run.session_id,
+                            idempotency_key=idempotency_key,
+                        )
+                    return _replace(prior, idempotent_replay=True)
+            session = self._session(txn, run.session_id)
+            if session is None:
+                raise NotFound("no such session", session_id=run.session_id)
+            if session.status != SessionStatus.ACTIVE:
+                raise Conflict(
+                    "session is not active", session_id=run.session_id, status=str(session.status)
+                )
+            if self._run(txn, run.session_id, run.run_id) is not None:
+                raise AlreadyExists(
+                    "run already exists", session_id=run.session_id, run_id=run.run_id
+                )
+            if lease is not None and lease.lease_expires_at <= now:
+                raise Conflict("admission lease already expired", run_id=run.run_id)
+            live = self._live_head(txn, run.session_id, now)
+            if live is not None:
+                raise RunConflict(
+                    "another run of the session is live",
+                    session_id=run.session_id,
+                    run_id=live.run_id,
+                )
+            stored = self._insert_run(txn, run, now)
+            receipt = RunAdmissionReceipt(
+                run=stored, idempotency_key=idempotency_key, request_digest=digest
+            )
+            if receipt_key is not None:
+                txn.put("receipts", receipt_key, codec.ADMISSION_RECEIPT.encode(receipt))
+            return receipt
+
+        return self.backend.write(fn)
+
+    def load_run(self, session_id: str, run_id: str) -> RunRecord:
+        def fn(txn: Txn) -> RunRecord:
+            run = self._run(txn, session_id, run_id)
+            if run is None:
+                raise NotFound("no such run", session_id=session_id, run_id=run_id)
+            return run
+
+        return self.backend.read(fn)
+
+    def list_runs(self, session_id: str) -> list[RunRecord]:
+        def fn(txn: Txn) -> list[RunRecord]:
+            out = []
+            for k, raw in txn.scan("run_seq", codec.prefix(session_id)):
+                run_id = raw.decode("utf-8", errors="replace")
+                run = self._run(txn, session_id, run_id)
+                if run is None:
+                    raise CorruptRecord("run index names a missing run", table="run_seq", key=k)
+                out.append(run)
+            return out
+
+        return self.backend.read(fn)
+
+    def transition_run(
+        self,
+        session_id: str,
+        run_id: str,
+        status: RunStatus,
+        *,
+        admission_id: str | None = None,
+        output_preview: str | None = None,
+    ) -> RunRecord:
+        def fn(txn: Txn) -> RunRecord:
+            now = self.clock.now()
+            run = self._run(txn, session_id, run_id)
+            if run is None:
+                raise NotFound("no such run", session_id=session_id, run_id=run_id)
+            lease = run.admission_lease
+            if lease is not None and admission_id != lease.admission_id:
+                raise StaleFence(
+                    "admission id does not match the run's lease",
+                    session_id=session_id,
+                    run_id=run_id,
+                    admission_id=admission_id,
+                )
+            if run.status == status and (
+                output_preview is None or output_preview == run.output_preview
+            ):
+                return run
+            if status == RunStatus.RUNNING and lease is not None and lease.lease_expires_at <= now:
+                raise StaleFence(
+                    "admission lease expired",
+                    session_id=session_id,
+                    run_id=run_id,
+                    lease_expires_at=lease.lease_expires_at,
+                )
+            _check(RUN, run.status, status, session_id=session_id, run_id=run_id)
+            new = _replace(
+                run,
+                status=status,
+                updated_at=now,
+                output_preview=output_preview if output_preview is not None else run.output_preview,
+            )
+            txn.put("runs", codec.key(session_id, run_id), codec.RUN.encode(new))
+            return new
+
+        return self.backend.write(fn)
+
+    def renew_run_admission(
+        self, session_id: str, run_id: str, admission_id: str, lease_expires_at: float
+    ) -> RunRecord:
+        def fn(txn: Txn) -> RunRecord:
+            now = self.clock.now()
+            run = self._run(txn, session_id, run_id)
+            if run is None:
+                raise NotFound("no such run", session_id=session_id, run_id=run_id)
+            lease = run.admission_lease
+            if lease is None or lease.admission_id != admission_id:
+                raise StaleFence(
+                    "admission id does not match the run's lease",
+                    session_id=session_id,
+                    run_id=run_id,
+                    admission_id=admission_id,
+                )
+            if run.status not in _LIVE_RUN:
+                raise Conflict("run is terminal", session_id=session_id, run_id=run_id)
+            if lease.lease_expires_at <= now:
+                raise StaleFence(
+                    "admission lease expired",
+                    session_id=session_id,
+                    run_id=run_id,
+                    lease_expires_at=lease.lease_expires_at,
+                )
+            if lease_expires_at <= now:
+                raise Conflict("new expiry is not in the future", run_id=run_id, now=now)
+            new = _replace(
+                run,
+                admission_lease=_replace(lease, lease_expires_at=float(lease_expires_at)),
+                updated_at=now,
+            )
+            txn.put("runs", codec.key(session_id, run_id), codec.RUN.encode(new))
+            return new
+
+        return self.backend.write(fn)
+
+    # -- background attempts -----------------------------------------------------------------
+
+    def accept_attempt(self, record: AttemptRecord) -> AttemptRecord:
+        _validate_acceptance(record)
+
+        def fn(txn: Txn) -> AttemptRecord:
+            now = self.clock.now()
+            k = codec.key(record.attempt_id)
+            raw = txn.get("attempts", k)
+            if raw is not None:
+                existing = codec.ATTEMPT.decode(raw, table="attempts", key=k)
+                if existing == record:
+                    return existing
+                raise AlreadyExists("another attempt holds this id", attempt_id=record.attempt_id)
+            if record.owner_lease.lease_expires_at <= now:
+                raise Conflict(
+                    "acceptance lease already expired",
+                    attempt_id=record.attempt_id,
+                    lease_expires_at=record.owner_lease.lease_expires_at,
+                    now=now,
+                )
+            session = self._session(txn, record.parent_session_id)
+            if session is None:
+                raise Conflict(
+                    "parent session does not exist",
+                    attempt_id=record.attempt_id,
+                    session_id=record.parent_session_id,
+                )
+            if (
+                session.status != SessionStatus.ACTIVE
+                or session.namespace_id != record.namespace_id
+            ):
+                raise Conflict(
+                    "parent session is not active in this namespace",
+                    attempt_id=record.attempt_id,
+                    session_id=record.parent_session_id,
+                    status=str(session.status),
+                )
+            ns, sess = record.namespace_id, record.parent_session_id
+            agent_key = codec.key(ns, sess, record.agent_id)
+            holder = txn.get("agents", agent_key)
+            if holder is not None:
+                raise Conflict(
+                    "another non-terminal attempt holds this agent_id",
+                    attempt_id=record.attempt_id,
+                    agent_id=record.agent_id,
+                    holder=holder.decode("utf-8", errors="replace"),
+                )
+            txn.put("attempts", k, codec.ATTEMPT.encode(record))
+            txn.put("active", codec.key(ns, sess, record.attempt_id), b"")
+            txn.put("agents", agent_key, record.attempt_id.encode("utf-8"))
+            return record
+
+        return self.backend.write(fn)
+
+    def update_attempt_execution(self, record: AttemptRecord) -> AttemptRecord:
+        def fn(txn: Txn) -> AttemptRecord:
+            now = self.clock.now()
+            stored = self._attempt(txn, record.attempt_id)
+            lease = record.owner_lease
+            self._require_owner(stored, lease.host_instance_id, lease.fencing_generation, now)
+            if stored.execution_status in _TERMINAL_EXEC:
+                raise IllegalTransition(
+                    "attempt is terminal",
+                    machine=EXECUTION.name,
+                    source=str(stored.execution_status),
+                    dest=str(record.execution_status),
+                    attempt_id=stored.attempt_id,
+                )
+            self._require_not_fenced(txn, stored)
+            if record.execution_status in _TERMINAL_EXEC:
+                raise InvalidRecord(
+                    "terminal outcomes go through commit_terminal", attempt_id=stored.attempt_id
+                )
+            child = record.child_run_id
+            if child != stored.child_run_id and stored.child_run_id is not None:
+                raise InvalidRecord("child_run_id is already set", attempt_id=stored.attempt_id)
+            unchanged = _replace(
+                record,
+                execution_status=stored.execution_status,
+                child_run_id=stored.child_run_id,
+                updated_at=stored.updated_at,
+                owner_lease=stored.owner_lease,
+            )
+            if unchanged != stored:
+                raise InvalidRecord(
+                    "only execution_status and child_run_id may change",
+                    attempt_id=stored.attempt_id,
+                )
+            if record.execution_status == stored.execution_status and child == stored.child_run_id:
+                return stored
+            if record.execution_status != stored.execution_status:
+                _check(
+                    EXECUTION,
+                    stored.execution_status,
+                    record.execution_status,
+                    attempt_id=stored.attempt_id,
+                )
+            new = _replace(
+                stored,
+                execution_status=record.execution_status,
+                child_run_id=child,
+                updated_at=now,
+            )
+            self._put_attempt(txn, new)
+            return new
+
+        return self.backend.write(fn)
+
+    def heartbeat_attempt(
+        self,
+        attempt_id: str,
+        host_instance_id: str,
+        fencing_generation: int,
+        lease_expires_at: float,
+    ) -> AttemptRecord:
+        def fn(txn: Txn) -> AttemptRecord:
+            now = self.clock.now()
+            stored = self._attempt(txn, attempt_id)
+            self._require_owner(stored, host_instance_id, fencing_generation, now)
+            if stored.execution_status in _TERMINAL_EXEC:
+                raise Conflict("attempt is terminal", attempt_id=attempt_id)
+            if lease_expires_at <= now:
+                raise Conflict(
+                    "new lease expiry is not in the future", attempt_id=attempt_id, now=now
+                )
+            self._require_not_fenced(txn, stored)
+            new = _replace(
+                stored,
+                owner_lease=_replace(
+                    stored.owner_lease, heartbeat_at=now, lease_expires_at=float(lease_expires_at)
+                ),
+                updated_at=now,
+            )
+            self._put_attempt(txn, new)
+            return new
+
+        return self.backend.write(fn)
+
+    def take_over_attempt(
+        self,
+        attempt_id: str,
+        host_instance_id: str,
+        fencing_generation: int,
+        lease_expires_at: float,
+    ) -> AttemptRecord:
+        _check_id("host_instance_id", host_instance_id)
+
+        def fn(txn: Txn) -> AttemptRecord:
+            now = self.clock.now()
+            stored = self._attempt(txn, attempt_id)
+            if stored.execution_status in _TERMINAL_EXEC:
+                raise Conflict("attempt is terminal", attempt_id=attempt_id)
+            lease = stored.owner_lease
+            if lease.lease_expires_at > now:
+                raise StaleFence(
+                    "current owner lease is live",
+                    attempt_id=attempt_id,
+                    owner=lease.host_instance_id,
+                    fencing_generation=lease.fencing_generation,
+                    lease_expires_at=lease.lease_expires_at,
+                )
+            if fencing_generation <= lease.fencing_generation:
+                raise StaleFence(
+                    "takeover needs a newer fencing generation",
+                    attempt_id=attempt_id,
+                    owner=lease.host_instance_id,
+                    fencing_generation=lease.fencing_generation,
+                    writer_generation=fencing_generation,
+                )
+            if lease_expires_at <= now:
+                raise Conflict(
+                    "new lease expiry is not in the future", attempt_id=attempt_id, now=now
+                )
+            self._require_not_fenced(txn, stored)
+            new = _replace(
+                stored,
+                owner_lease=OwnerLease(
+                    host_instance_id=host_instance_id,
+                    fencing_generation=fencing_generation,
+                    heartbeat_at=now,
+                    lease_expires_at=float(lease_expires_at),
+                ),
+                updated_at=now,
+            )
+            self._put_attempt(txn, new)
+            return new
+
+        return self.backend.write(fn)
+
+    def commit_terminal(self, commit: TerminalCommit) -> AttemptRecord:
+        record = commit.record
+        # Pure work (hashing, validating the submitted projection) happens before
+        # the transaction so the writer holds the lock for as little as possible.
+        fingerprint = terminal_fingerprint(commit)
+
+        def fn(txn: Txn) -> AttemptRecord:
+            now = self.clock.now()
+            stored = self._attempt(txn, record.attempt_id)
+            if stored.execution_status in _TERMINAL_EXEC:
+                if stored.terminal_fingerprint is not None and (
+                    stored.terminal_fingerprint == fingerprint
+                ):
+                    return stored
+                raise Conflict(
+                    "attempt already has a different terminal outcome",
+                    attempt_id=stored.attempt_id,
+                    stored_fingerprint=stored.terminal_fingerprint,
+                    fingerprint=fingerprint,
+                )
+            lease = record.owner_lease
+            self._require_owner(stored, lease.host_instance_id, lease.fencing_generation, now)
+            self._require_not_fenced(txn, stored)
+            _check(
+                EXECUTION,
+                stored.execution_status,
+                record.execution_status,
+                attempt_id=stored.attempt_id,
+            )
+            _validate_terminal(stored, commit, now, fingerprint)
+            artifact = commit.artifact
+            if artifact is not None:
+                self._admit_artifact(txn, commit, artifact, now)
+            new = _replace(record, owner_lease=stored.owner_lease, terminal_fingerprint=fingerprint)
+            self._put_attempt(txn, new)
+            self._leave_active(txn, new)
+            return new
+
+        return self.backend.write(fn)
+
+    @staticmethod
+    def _admit_artifact(txn: Txn, commit: TerminalCommit, artifact: Artifact, now: float) -> None:
+        limits = commit.artifact_limits
+        assert limits is not None  # _validate_terminal checked it
+        ak = codec.key(artifact.artifact_ref)
+        raw = txn.get("artifacts", ak)
+        if raw is not None:
+            existing = codec.ARTIFACT.decode(raw, table="artifacts", key=ak)
+            raise Conflict(
+                "artifact ref already holds other bytes"
+                if existing != artifact
+                else "artifact ref is already bound",
+                artifact_ref=artifact.artifact_ref,
+                attempt_id=existing.attempt_id,
+            )
+        if artifact.size_bytes > limits.max_single_bytes:
+            raise QuotaExceeded(
+                "artifact exceeds the per-artifact limit",
+                artifact_ref=artifact.artifact_ref,
+                size_bytes=artifact.size_bytes,
+                limit=limits.max_single_bytes,
+            )
+        ns = artifact.namespace_id
+        # Keys sort by expiry: starting just past ``now`` counts unexpired artifacts only.
+        start = codec.prefix(ns) + codec.time_key(now) + b"\x01"
+        retained = 0
+        for _, size in txn.scan("artifact_index", codec.prefix(ns), start):
+            retained += _U64.unpack(size)[0]
+        if retained + artifact.size_bytes > limits.max_retained_bytes:
+            raise QuotaExceeded(
+                "artifact exceeds the namespace's retained-bytes limit",
+                artifact_ref=artifact.artifact_ref,
+                namespace_id=ns,
+                retained_bytes=retained,
+                size_bytes=artifact.size_bytes,
+                limit=limits.max_retained_bytes,
+            )
+        txn.put("artifacts", ak, codec.ARTIFACT.encode(artifact))
+        txn.put(
+            "artifact_index",
+            _artifact_index_key(ns, artifact.expires_at, artifact.artifact_ref),
+            _U64.pack(artifact.size_bytes),
+        )
+
+    def load_attempt(self, attempt_id: str) -> AttemptRecord:
+        return self.backend.read(lambda txn: self._attempt(txn, attempt_id))
+
+    def list_attempts(
+        self, namespace_id: str, session_id: str | None = None
+    ) -> list[AttemptRecord]:
+        def fn(txn: Txn) -> list[AttemptRecord]:
+            out = []
+            for k, raw in txn.scan("attempts"):
+                record = codec.ATTEMPT.decode(raw, table="attempts", key=k)
+                if record.namespace_id == namespace_id and (
+                    session_id is None or record.parent_session_id == session_id
+                ):
+                    out.append(record)
+            out.sort(key=lambda r: (r.accepted_at, r.attempt_id))
+            return out
+
+        return self.backend.read(fn)
+
+    def _indexed(self, table: str, scan_prefix: bytes) -> Callable[[Txn], list[AttemptRecord]]:
+        def fn(txn: Txn) -> list[AttemptRecord]:
+            ids = [
+                k.rsplit(codec.SEP, 1)[1].decode("utf-8") for k, _ in txn.scan(table, scan_prefix)
+            ]
+            return [self._attempt(txn, aid) for aid in ids]
+
+        return fn
+
+    def list_active_attempts(self, namespace_id: str) -> list[AttemptRecord]:
+        return self.backend.read(self._indexed("active", codec.prefix(namespace_id)))
+
+    def list_pending_attempts(
+        self, namespace_id: str, session_id: str | None = None
+    ) -> list[AttemptRecord]:
+        scan_prefix = (
+            codec.prefix(namespace_id)
+            if session_id is None
+            else codec.prefix(namespace_id, session_id)
+        )
+        return self.backend.read(self._indexed("pending", scan_prefix))
+
+    def load_artifact(self, artifact_ref: str) -> Artifact:
+        def fn(txn: Txn) -> Artifact:
+            now = self.clock.now()
+            k = codec.key(artifact_ref)
+            raw = txn.get("artifacts", k)
+            if raw is None:
+                raise NotFound("no such artifact", artifact_ref=artifact_ref)
+            artifact = codec.ARTIFACT.decode(raw, table="artifacts", key=k)
+            if artifact.expires_at <= now:
+                raise NotFound("artifact expired", artifact_ref=artifact_ref)
+            _verify_artifact(artifact, k)
+            return artifact
+
+        return self.backend.read(fn)
+
+    # -- delivery ----------------------------------------------------------------------------
+
+    def claim_delivery(
+        self, attempt_id: str, claim: DeliveryClaim, *, automatic: bool = False
+    ) -> AttemptRecord:
+        _check_id("claim_id", claim.claim_id)
+
+        def fn(txn: Txn) -> tuple[AttemptRecord, StoreError | None]:
+            now = self.clock.now()
+            record = self._attempt(txn, attempt_id)
+            if record.execution_status not in _TERMINAL_EXEC:
+                raise Conflict("attempt is not terminal", attempt_id=attempt_id)
+            if record.delivery_status == DeliveryStatus.CLAIMED and record.delivery_claim == claim:
+                return record, None
+            if record.delivery_status == DeliveryStatus.DELIVERED:
+                raise Delivered(
+                    "result already delivered",
+                    attempt_id=attempt_id,
+                    delivered_claim_id=record.delivered_claim_id,
+                )
+            if claim.deadline <= now:
+                raise Conflict("claim deadline is not in the future", attempt_id=attempt_id)
+            released = False
+            old = record.delivery_claim
+            if record.delivery_status == DeliveryStatus.CLAIMED and old is not None:
+                if old.deadline > now:
+                    raise DeliveryClaimed(
+                        "another consumer holds a live claim",
+                        attempt_id=attempt_id,
+                        claim_id=old.claim_id,
+                        deadline=old.deadline,
+                    )
+                fate, record = self._settle_expired_claim(txn, record, now)
+                if fate == "keep":
+                    raise DeliveryClaimed(
+                        "the claim's consumer run is still live",
+                        attempt_id=attempt_id,
+                        claim_id=old.claim_id,
+                        run_id=old.continuation_run_id,
+                    )
+                if fate == "acknowledged":
+                    return record, Delivered(
+                        "the previous consumer completed; result delivered",
+                        attempt_id=attempt_id,
+                        delivered_claim_id=old.claim_id,
+                    )
+                released = True
+            if automatic:
+                refusal = self._automatic_refusal(txn, record)
+                if refusal is not None:
+                    if released:
+                        return record, refusal
+                    raise refusal
+            _check(DELIVERY, record.delivery_status, DeliveryStatus.CLAIMED, attempt_id=attempt_id)
+            new = _replace(
+                record, delivery_status=DeliveryStatus.CLAIMED, delivery_claim=claim, updated_at=now
+            )
+            self._put_attempt(txn, new)
+            txn.put(
+                "claims", codec.key(record.namespace_id, attempt_id), codec.time_key(claim.deadline)
+            )
+            return new, None
+
+        record, error = self.backend.write(fn)
+        if error is not None:
+            raise error
+        return record
+
+    def _automatic_refusal(self, txn: Txn, record: AttemptRecord) -> Conflict | None:
+        if record.automatic_continuation_suppressed_by_run_id is not None:
+            return Conflict(
+                "automatic continuation is suppressed",
+                attempt_id=record.attempt_id,
+                suppressed_by_run_id=record.automatic_continuation_suppressed_by_run_id,
+            )
+        session = self._session(txn, record.parent_session_id)
+        if session is None or session.status != SessionStatus.ACTIVE:
+            return Conflict(
+                "session is not active",
+                attempt_id=record.attempt_id,
+                session_id=record.parent_session_id,
+            )
+        return None
+
+    def acknowledge_delivery(self, attempt_id: str, claim_id: str) -> AttemptRecord:
+        def fn(txn: Txn) -> AttemptRecord:
+            now = self.clock.now()
+            record = self._attempt(txn, attempt_id)
+            if record.delivery_status == DeliveryStatus.DELIVERED:
+                if record.delivered_claim_id == claim_id:
+                    return record
+                raise Delivered(
+                    "result delivered under another claim",
+                    attempt_id=attempt_id,
+                    delivered_claim_id=record.delivered_claim_id,
+                )
+            claim = record.delivery_claim
+            if record.delivery_status != DeliveryStatus.CLAIMED or claim is None:
+                raise Conflict("result is not claimed", attempt_id=attempt_id, claim_id=claim_id)
+            if claim.claim_id != claim_id:
+                raise DeliveryClaimed(
+                    "another consumer holds the claim",
+                    attempt_id=attempt_id,
+                    claim_id=claim.claim_id,
+                )
+            return self._deliver(txn, record, claim_id, now)
+
+        return self.backend.write(fn)
+
+    def release_delivery(
+        self, attempt_id: str, claim_id: str, release: DeliveryRelease
+    ) -> AttemptRecord:
+        def fn(txn: Txn) -> AttemptRecord:
+            now = self.clock.now()
+            record = self._attempt(txn, attempt_id)
+            if record.execution_status not in _TERMINAL_EXEC:
+                raise Conflict("attempt is not terminal", attempt_id=attempt_id)
+            if record.delivery_status == DeliveryStatus.DELIVERED:
+                raise Delivered(
+                    "result already delivered",
+                    attempt_id=attempt_id,
+                    delivered_claim_id=record.delivered_claim_id,
+                )
+            claim = record.delivery_claim
+            if record.delivery_status != DeliveryStatus.CLAIMED or claim is None:
+                if isinstance(release, ConsumerTerminated):
+                    raise Conflict(
+                        "ConsumerTerminated needs a claimed record",
+                        attempt_id=attempt_id,
+                        claim_id=claim_id,
+                    )
+                return record  # already released: Retryable is idempotent
+            if claim.claim_id != claim_id:
+                raise DeliveryClaimed(
+                    "another consumer holds the claim",
+                    attempt_id=attempt_id,
+                    claim_id=claim.claim_id,
+                )
+            suppress = None
+            if isinstance(release, ConsumerTerminated):
+                if claim.continuation_run_id != release.run_id:
+                    raise Conflict(
+                        "the claim's consumer is another run",
+                        attempt_id=attempt_id,
+                        claim_id=claim_id,
+                        run_id=release.run_id,
+                        consumer_run_id=claim.continuation_run_id,
+                    )
+                suppress = release.run_id
+            return self._release(txn, record, now, suppress)
+
+        return self.backend.write(fn)
+
+    def acquire_continuation(self, request: AcquireContinuation) -> ContinuationReceipt:
+        run = request.run
+        _check_id("run_id", run.run_id)
+        _check_id("claim_id", request.claim_id)
+        submitted = _normalized_request(run)
+
+        def fn(txn: Txn) -> ContinuationReceipt:
+            now = self.clock.now()
+            attempt_id = request.attempt_id
+            record = self._attempt(txn, attempt_id)
+            ck = codec.key(attempt_id)
+            raw = txn.get("continuations", ck)
+            if raw is not None:
+                prior = codec.CONTINUATION_RECEIPT.decode(raw, table="continuations", key=ck)
+                if (
+                    prior.record.delivered_claim_id == request.claim_id
+                    and _normalized_request(prior.run) == submitted
+                ):
+                    return _replace(prior, idempotent_replay=True)
+                raise Delivered(
+                    "a continuation already consumed this result",
+                    attempt_id=attempt_id,
+                    continuation_run_id=prior.run.run_id,
+                )
+            if record.delivery_status == DeliveryStatus.DELIVERED:
+                raise Delivered(
+                    "result already delivered",
+                    attempt_id=attempt_id,
+                    delivered_claim_id=record.delivered_claim_id,
+                )
+            if record.execution_status not in _TERMINAL_EXEC:
+                raise Conflict("attempt is not terminal", attempt_id=attempt_id)
+            claim = record.delivery_claim
+            if record.delivery_status == DeliveryStatus.CLAIMED:
+                if claim is None or claim.claim_id != request.claim_id:
+                    raise DeliveryClaimed(
+                        "another consumer holds the claim",
+                        attempt_id=attempt_id,
+                        claim_id=claim.claim_id if claim else None,
+                    )
+            elif request.claim_deadline <= now:
+                raise Conflict("claim deadline is not in the future", attempt_id=attempt_id)
+            if record.automatic_continuation_suppressed_by_run_id is not None:
+                raise Conflict(
+                    "automatic continuation is suppressed",
+                    attempt_id=attempt_id,
+                    suppressed_by_run_id=record.automatic_continuation_suppressed_by_run_id,
+                )
+            session_id = record.parent_session_id
+            session = self._session(txn, session_id)
+            if session is None or session.status != SessionStatus.ACTIVE:
+                raise Conflict(
+                    "session is not active", attempt_id=attempt_id, session_id=session_id
+                )
+            head = self._head(txn, session_id)
+            if request.expected_head_run_id is not None and (
+                head is None or head.run_id != request.expected_head_run_id
+            ):
+                raise Conflict(
+                    "stale head: the session moved on",
+                    attempt_id=attempt_id,
+                    expected_head_run_id=request.expected_head_run_id,
+                    head_run_id=head.run_id if head else None,
+                )
+            live = self._live_head(txn, session_id, now)
+            if live is not None:
+                raise RunConflict(
+                    "another run of the session is live", session_id=session_id, run_id=live.run_id
+                )
+            _validate_continuation_run(record, run, now)
+            if self._run(txn, session_id, run.run_id) is not None:
+                raise AlreadyExists("run already exists", session_id=session_id, run_id=run.run_id)
+            artifact_content = self._continuation_artifact(txn, record)
+            expected = continuation_input(record, artifact_content)
+            if tuple(run.input) != expected or not expected:
+                raise Conflict(
+                    "run input is not the canonical continuation input",
+                    attempt_id=attempt_id,
+                    run_id=run.run_id,
+                )
+            cause = continuation_cause(record, expected)
+            if request.cause != cause:
+                raise Conflict(
+                    "continuation cause does not match the record",
+                    attempt_id=attempt_id,
+                    run_id=run.run_id,
+                )
+            admitted = self._insert_run(txn, run, now)
+            delivered = self._deliver(
+                txn, record, request.claim_id, now, continuation_run_id=run.run_id
+            )
+            receipt = ContinuationReceipt(cause=cause, record=delivered, run=admitted)
+            txn.put("continuations", ck, codec.CONTINUATION_RECEIPT.encode(receipt))
+            return receipt
+
+        return self.backend.write(fn)
+
+    @staticmethod
+    def _continuation_artifact(txn: Txn, record: AttemptRecord) -> str | None:
+        """The full artifact content a continuation must carry, if the result has one."""
+        if record.retention_status != RetentionStatus.ARTIFACT:
+            return None
+        ref = record.result_ref.artifact_ref if record.result_ref else None
+        k = codec.key(ref or "")
+        raw = None if ref is None else txn.get("artifacts", k)
+        if raw is None:
+            raise CorruptRecord(
+                "retained artifact is missing",
+                table="artifacts",
+                key=k,
+                attempt_id=record.attempt_id,
+            )
+        artifact = codec.ARTIFACT.decode(raw, table="artifacts", key=k)
+        _verify_artifact(artifact, k)
+        return artifact.content
+
+    # -- maintenance -------------------------------------------------------------------------
+
+    def reconcile(self, namespace_id: str) -> list[AttemptRecord]:
+        scan_prefix = codec.prefix(namespace_id)
+
+        def fn(txn: Txn) -> list[AttemptRecord]:
+            now = self.clock.now()
+            changed: list[AttemptRecord] = []
+            active = [k.rsplit(codec.SEP, 1)[1] for k, _ in txn.scan("active", scan_prefix)]
+            for raw_id in active:
+                record = self._attempt(txn, raw_id.decode("utf-8"))
+                if record.owner_lease.lease_expires_at > now:
+                    continue  # a live (possibly foreign) owner: leave it alone
+                lost = self._synthesize_lost(record, now)
+                self._put_attempt(txn, lost)
+                self._leave_active(txn, lost)
+                changed.append(lost)
+            expired_claims = []
+            for k, deadline in txn.scan("claims", scan_prefix):
+                if codec.time_from_key(deadline) <= now:
+                    expired_claims.append(k[len(scan_prefix) :].decode("utf-8"))
+            for attempt_id in expired_claims:
+                record = self._attempt(txn, attempt_id)
+                if (
+                    record.delivery_status != DeliveryStatus.CLAIMED
+                    or record.delivery_claim is None
+                ):
+                    raise CorruptRecord(
+                        "claim index names an unclaimed attempt",
+                        table="claims",
+                        key=codec.key(namespace_id, attempt_id),
+                    )
+                fate, new = self._settle_expired_claim(txn, record, now)
+                if fate != "keep":
+                    changed.append(new)
+            return changed
+
+        return self.backend.write(fn)
+
+    def _synthesize_lost(self, record: AttemptRecord, now: float) -> AttemptRecord:
+        _check(
+            EXECUTION, record.execution_status, ExecutionStatus.FAILED, attempt_id=record.attempt_id
+        )
+        error = HOST_PROCESS_LOST_ERROR
+        lost = _replace(
+            record,
+            execution_status=ExecutionStatus.FAILED,
+            result_ref=ResultRef(
+                error=error,
+                digest=result_digest(None, error),
+                size_bytes=len(error.encode("utf-8")),
+            ),
+            failure_category=HOST_PROCESS_LOST,
+            retention_status=RetentionStatus.INLINE,
+            retention_expires_at=now + self.retention_seconds,
+            terminal_at=now,
+            updated_at=now,
+            terminal_fingerprint=None,
+        )
+        return _replace(
+            lost, terminal_fingerprint=terminal_fingerprint(TerminalCommit(record=lost))
+        )
+
+    def expire_retention(self, namespace_id: str, limit: int = 1000) -> list[AttemptRecord]:
+        scan_prefix = codec.prefix(namespace_id)
+        cut = len(scan_prefix)
+
+        def fn(txn: Txn) -> list[AttemptRecord]:
+            now = self.clock.now()
+            now_key = codec.time_key(now)
+            due: list[tuple[bytes, str]] = []
+            for k, _ in txn.scan("retention", scan_prefix):
+                if len(due) >= limit or k[cut : cut + 8] > now_key:
+                    break  # keys sort by deadline: nothing later is due
+                due.append((k, k[cut + 9 :].decode("utf-8")))
+            changed = []
+            for index_key, attempt_id in due:
+                txn.delete("retention", index_key)
+                record = self._attempt(txn, attempt_id)
+                if record.retention_status == RetentionStatus.EXPIRED:
+                    continue
+                changed.append(self._expire(txn, record, now))
+            return changed
+
+        if limit <= 0:
+            return []
+        return self.backend.write(fn)
+
+    def _expire(self, txn: Txn, record: AttemptRecord, now: float) -> AttemptRecord:
+        _check(
+            RETENTION,
+            record.retention_status,
+            RetentionStatus.EXPIRED,
+            attempt_id=record.attempt_id,
+        )
+        ref = record.result_ref
+        artifact: Artifact | None = None
+        if ref is not None and ref.artifact_ref is not None:
+            ak = codec.key(ref.artifact_ref)
+            raw = txn.get("artifacts", ak)
+            if raw is not None:
+                artifact = codec.ARTIFACT.decode(raw, table="artifacts", key=ak)
+                txn.delete("artifacts", ak)
+                txn.delete(
+                    "artifact_index",
+                    _artifact_index_key(
+                        artifact.namespace_id, artifact.expires_at, artifact.artifact_ref
+                    ),
+                )
+        fingerprint = record.terminal_fingerprint
+        complete = record.retention_status == RetentionStatus.INLINE or artifact is not None
+        if fingerprint is None and complete:
+            # Legacy evidence: backfill while the complete projection still exists.
+            fingerprint = terminal_fingerprint(TerminalCommit(record=record, artifact=artifact))
+        new = _replace(
+            record,
+            result_ref=ResultRef(digest=ref.digest, size_bytes=ref.size_bytes) if ref else None,
+            retention_status=RetentionStatus.EXPIRED,
+            terminal_fingerprint=fingerprint,
+            updated_at=now,
+        )
+        self._put_attempt(txn, new)
+        return new
+
+    def drain(self) -> None:
+        """Delegate to the backend: return once every accepted write committed or failed."""
+        self.backend.drain()
+
+    def close(self) -> None:
+        """Close the backend. Idempotent; later operations raise :class:`Failed`."""
+        self.backend.close()
+
+
+# -- validation (pure) ---------------------------------------------------------------------
+
+
+def _retention_key(namespace_id: str, deadline: float, attempt_id: str) -> bytes:
+    return (
+        codec.prefix(namespace_id)
+        + codec.time_key(deadline)
+        + codec.SEP
+        + attempt_id.encode("utf-8")
+    )
+
+
+def _artifact_index_key(namespace_id: str, expires_at: float, artifact_ref: str) -> bytes:
+    return (
+        codec.prefix(namespace_id)
+        + codec.time_key(expires_at)
+        + codec.SEP
+        + artifact_ref.encode("utf-8")
+    )
+
+
+def _verify_artifact(artifact: Artifact, k: bytes) -> None:
+    if result_digest(artifact.content) != artifact.digest:
+        raise CorruptRecord(
+            "artifact content does not match its digest",
+            table="artifacts",
+            key=k,
+            artifact_ref=artifact.artifact_ref,
+        )
+
+
+def _validate_acceptance(record: AttemptRecord) -> None:
+    """Raise :class:`InvalidRecord` unless ``record`` is a canonical fresh acceptance."""
+    aid = record.attempt_id
+    for name in ("attempt_id", "agent_id", "namespace_id", "parent_session_id", "parent_run_id"):
+        _check_id(name, getattr(record, name))
+    lease = record.owner_lease
+    problems = []
+    if record.schema_version != SCHEMA_VERSION:
+        problems.append("schema_version")
+    if not lease.host_instance_id or lease.fencing_generation <= 0:
+        problems.append("owner_lease identity")
+    if not lease.lease_expires_at > lease.heartbeat_at:
+        problems.append("owner_lease expiry")
+    if not lease.heartbeat_at == record.accepted_at == record.updated_at:
+        problems.append("heartbeat_at == accepted_at == updated_at")
+    if record.execution_status != ExecutionStatus.ACCEPTED:
+        problems.append("execution_status")
+    if record.delivery_status != DeliveryStatus.UNDELIVERED:
+        problems.append("delivery_status")
+    if record.retention_status != RetentionStatus.INLINE:
+        problems.append("retention_status")
+    for name in (
+        "result_ref",
+        "failure_category",
+        "cancellation_reason",
+        "delivery_claim",
+        "delivered_claim_id",
+        "automatic_continuation_suppressed_by_run_id",
+        "retention_expires_at",
+        "terminal_fingerprint",
+        "terminal_at",
+        "continuation_run_id",
+    ):
+        if getattr(record, name) is not None:
+            problems.append(name)
+    if problems:
+        raise InvalidRecord("not a canonical acceptance", attempt_id=aid, problems=problems)
+
+
+# Fields a terminal commit may set; everything else must equal the stored record.
+_TERMINAL_FIELDS = (
+    "execution_status",
+    "result_ref",
+    "failure_category",
+    "cancellation_reason",
+    "retention_status",
+    "retention_expires_at",
+    "terminal_at",
+    "updated_at",
+    "terminal_fingerprint",
+    "owner_lease",
+    "child_run_id",
+)
+
+
+def _validate_terminal(
+    stored: AttemptRecord, commit: TerminalCommit, now: float, fingerprint: str
+) -> None:
+    """Raise :class:`InvalidRecord` unless ``commit`` is a canonical terminal projection
+    of ``stored`` (and its artifact binding is consistent)."""
+    record = commit.record
+    aid = stored.attempt_id
+
+    def bad(why: str, **fields: Any) -> InvalidRecord:
+        return InvalidRecord(f"not a canonical terminal commit: {why}", attempt_id=aid, **fields)
+
+    same = _replace(record, **{name: getattr(stored, name) for name in _TERMINAL_FIELDS})
+    if same != stored:
+        raise bad("only terminal fields may change")
+    if record.child_run_id != stored.child_run_id and stored.child_run_id is not None:
+        raise bad("child_run_id is already set")
+    ref = record.result_ref
+    if ref is None:
+        raise bad("result_ref is required")
+    if record.failure_category is not None and record.failure_category not in FAILURE_CATEGORIES:
+        raise bad("unknown failure_category", failure_category=record.failure_category)
+    if record.terminal_at is None or record.terminal_at != record.updated_at:
+        raise bad("terminal_at must equal updated_at")
+    deadline = record.retention_expires_at
+    if deadline is None or deadline <= now:
+        raise bad("retention deadline must be after now", retention_expires_at=deadline, now=now)
+    if record.terminal_fingerprint is not None and record.terminal_fingerprint != fingerprint:
+        raise bad("terminal_fingerprint does not match the commit")
+    artifact = commit.artifact
+    if record.retention_status == RetentionStatus.INLINE:
+        if artifact is not None or ref.artifact_ref is not None:
+            raise bad("inline retention carries no artifact")
+        if ref.digest != result_digest(ref.content, ref.error):
+            raise bad("result digest does not match the inline result")
+        return
+    if record.retention_status != RetentionStatus.ARTIFACT:
+        raise bad("retention must be inline or artifact")
+    if artifact is None:
+        raise bad("artifact retention needs the artifact")
+    limits = commit.artifact_limits
+    if limits is None:
+        raise bad("an artifact needs artifact_limits")
+    if not 0 < limits.max_single_bytes <= limits.max_retained_bytes:
+        raise bad("invalid artifact_limits")
+    _check_id("artifact_ref", artifact.artifact_ref)
+    if (
+        artifact.attempt_id != aid
+        or artifact.namespace_id != record.namespace_id
+        or ref.artifact_ref != artifact.artifact_ref
+        or ref.digest != artifact.digest
+        or ref.size_bytes != artifact.size_bytes
+        or artifact.expires_at != deadline
+    ):
+        raise bad("artifact binding does not match the record", artifact_ref=artifact.artifact_ref)
+    if artifact.digest != result_digest(artifact.content) or artifact.size_bytes != len(
+        artifact.content.encode("utf-8")
+    ):
+        raise bad("artifact digest or size does not match its content")
+
+
+def _validate_continuation_run(record: AttemptRecord, run: RunRecord, now: float) -> None:
+    """Raise :class:`Conflict` unless the run's causal fields match the attempt."""
+    expected_meta = {
+        _META_ATTEMPT: record.attempt_id,
+        _META_AGENT: record.agent_id,
+        _META_PARENT_RUN: record.parent_run_id,
+    }
+    if record.child_run_id is not None:
+        expected_meta[_META_CHILD_RUN] = record.child_run_id
+    meta_ok = all(run.metadata.get(k) == v for k, v in expected_meta.items()) and (
+        record.child_run_id is not None or _META_CHILD_RUN not in run.metadata
+    )
+    lease = run.admission_lease
+    if (
+        run.session_id != record.parent_session_id
+        or run.parent_run_id != record.parent_run_id
+        or run.trigger_type != ASYNC_SUBAGENT_RESULT
+        or run.profile != record.profile
+        or (run.trace_context or {}) != (record.trace_context or {})
+        or run.status != RunStatus.ADMITTED
+        or run.schema_version != SCHEMA_VERSION
+        or not meta_ok
+    ):
+        raise Conflict(
+            "continuation run's causal fields do not match the attempt",
+            attempt_id=record.attempt_id,
+            run_id=run.run_id,
+        )
+    if lease is not None and (
+        not lease.admission_id
+        or not lease.host_instance_id
+        or lease.fencing_generation <= 0
+        or lease.lease_expires_at <= now
+    ):
+        raise Conflict("invalid or expired admission lease", run_id=run.run_id)
