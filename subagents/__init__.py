@@ -1,0 +1,151 @@
+"""The public SDK: agents, models, tools, context, events, streams, subagents and delegation.
+
+Everything public is importable from ``subagents``; implementation lives in
+private modules. Names follow the spec's Rust SDK (see DESIGN §2).
+"""
+
+from ._agent import Agent as Agent
+from ._agent import AgentApp as AgentApp
+from ._agent import AgentBuilder as AgentBuilder
+from ._context import AgentContext as AgentContext
+from ._context import AgentContextHandle as AgentContextHandle
+from ._deps import Dependencies as Dependencies
+from ._errors import AgentConfigError as AgentConfigError
+from ._errors import AgentError as AgentError
+from ._errors import MissingSubagent as MissingSubagent
+from ._errors import ModelError as ModelError
+from ._errors import PayloadError as PayloadError
+from ._errors import RecursiveSubagentDelegation as RecursiveSubagentDelegation
+from ._errors import SubagentError as SubagentError
+from ._errors import SubagentHookError as SubagentHookError
+from ._errors import SubagentRunFailed as SubagentRunFailed
+from ._errors import ToolArgumentError as ToolArgumentError
+from ._errors import ToolError as ToolError
+from ._errors import ToolRetriesExceeded as ToolRetriesExceeded
+from ._errors import ToolSchemaError as ToolSchemaError
+from ._errors import UsageLimitExceeded as UsageLimitExceeded
+from ._events import AgentEvent as AgentEvent
+from ._events import EventBus as EventBus
+from ._events import SubagentLifecycleEvent as SubagentLifecycleEvent
+from ._events import SubagentLifecycleKind as SubagentLifecycleKind
+from ._events import compact_preview as compact_preview
+from ._hooks import AgentHook as AgentHook
+from ._hooks import CapabilityBundle as CapabilityBundle
+from ._hooks import StaticCapabilityBundle as StaticCapabilityBundle
+from ._hooks import SubagentExecutionHook as SubagentExecutionHook
+from ._hooks import SubagentExecutionMetadata as SubagentExecutionMetadata
+from ._hooks import SubagentExecutionOutcome as SubagentExecutionOutcome
+from ._ids import ConversationId as ConversationId
+from ._ids import RunId as RunId
+from ._ids import TaskId as TaskId
+from ._models import FunctionModel as FunctionModel
+from ._models import Model as Model
+from ._models import ModelMessage as ModelMessage
+from ._models import ModelRequest as ModelRequest
+from ._models import ModelRequestParameters as ModelRequestParameters
+from ._models import ModelResponse as ModelResponse
+from ._models import ModelStreamEvent as ModelStreamEvent
+from ._models import RequestUsage as RequestUsage
+from ._models import RetryPromptPart as RetryPromptPart
+from ._models import SystemPromptPart as SystemPromptPart
+from ._models import TestModel as TestModel
+from ._models import TextDelta as TextDelta
+from ._models import TextPart as TextPart
+from ._models import ToolCallPart as ToolCallPart
+from ._models import ToolDefinition as ToolDefinition
+from ._models import ToolReturnPart as ToolReturnPart
+from ._models import UserPromptPart as UserPromptPart
+from ._records import Record as Record
+from ._registry import DelegateTool as DelegateTool
+from ._registry import SubagentConfig as SubagentConfig
+from ._registry import SubagentDelegationMode as SubagentDelegationMode
+from ._registry import SubagentRegistry as SubagentRegistry
+from ._registry import delegation_tools as delegation_tools
+from ._result import AgentResult as AgentResult
+from ._stream import AgentStream as AgentStream
+from ._stream import AgentStreamRecord as AgentStreamRecord
+from ._stream import AgentStreamSink as AgentStreamSink
+from ._stream import AgentStreamSource as AgentStreamSource
+from ._stream import AgentStreamSourceKind as AgentStreamSourceKind
+from ._task import SubagentResult as SubagentResult
+from ._task import SubagentTask as SubagentTask
+from ._tools import FunctionTool as FunctionTool
+from ._tools import Tool as Tool
+from ._tools import ToolContext as ToolContext
+from ._tools import ToolRegistry as ToolRegistry
+from ._tools import ToolResult as ToolResult
+from ._usage import Usage as Usage
+
+__all__ = [
+    "Agent",
+    "AgentApp",
+    "AgentBuilder",
+    "AgentConfigError",
+    "AgentContext",
+    "AgentContextHandle",
+    "AgentError",
+    "AgentEvent",
+    "AgentHook",
+    "AgentResult",
+    "AgentStream",
+    "AgentStreamRecord",
+    "AgentStreamSink",
+    "AgentStreamSource",
+    "AgentStreamSourceKind",
+    "CapabilityBundle",
+    "ConversationId",
+    "DelegateTool",
+    "Dependencies",
+    "EventBus",
+    "FunctionModel",
+    "FunctionTool",
+    "MissingSubagent",
+    "Model",
+    "ModelError",
+    "ModelMessage",
+    "ModelRequest",
+    "ModelRequestParameters",
+    "ModelResponse",
+    "ModelStreamEvent",
+    "PayloadError",
+    "Record",
+    "RecursiveSubagentDelegation",
+    "RequestUsage",
+    "RetryPromptPart",
+    "RunId",
+    "StaticCapabilityBundle",
+    "SubagentConfig",
+    "SubagentDelegationMode",
+    "SubagentError",
+    "SubagentExecutionHook",
+    "SubagentExecutionMetadata",
+    "SubagentExecutionOutcome",
+    "SubagentHookError",
+    "SubagentLifecycleEvent",
+    "SubagentLifecycleKind",
+    "SubagentRegistry",
+    "SubagentResult",
+    "SubagentRunFailed",
+    "SubagentTask",
+    "SystemPromptPart",
+    "TaskId",
+    "TestModel",
+    "TextDelta",
+    "TextPart",
+    "Tool",
+    "ToolArgumentError",
+    "ToolCallPart",
+    "ToolContext",
+    "ToolDefinition",
+    "ToolError",
+    "ToolRegistry",
+    "ToolResult",
+    "ToolRetriesExceeded",
+    "ToolReturnPart",
+    "ToolSchemaError",
+    "Usage",
+    "UsageLimitExceeded",
+    "UserPromptPart",
+    "compact_preview",
+    "delegation_tools",
+]

@@ -1,0 +1,146 @@
+"""Every error the ``subagents`` SDK raises, and where it sits in the project's tree.
+
+All recoverable errors derive from :class:`statemachines.SubagentsError`, which
+stores keyword fields as attributes (``ToolArgumentError(..., tool="delegate",
+path="$.name")`` has ``.tool`` and ``.path``). Control-flow signals that must
+never be swallowed by ``except Exception`` derive from
+:class:`statemachines.SubagentsSignal` (a ``BaseException``)::
+
+    Exception
+    └── SubagentsError                      statemachines: root of recoverable errors
+        ├── InvalidTransition               statemachines: a lifecycle move the tables forbid
+        ├── AgentError                      an agent run or delegation did not complete
+        │   ├── AgentConfigError            a builder, registry or schema is unusable
+        │   │   └── ToolSchemaError         a tool's JSON schema uses an unsupported keyword
+        │   ├── ModelError                  the model failed or broke the Model protocol
+        │   ├── UsageLimitExceeded          the run's request limit was reached
+        │   ├── ToolRetriesExceeded         a tool kept failing past the retry limit
+        │   └── SubagentError               a delegation failed (fields: name, task_id)
+        │       ├── MissingSubagent         no subagent registered under that name
+        │       ├── RecursiveSubagentDelegation   nested delegation refused by the stack guard
+        │       ├── SubagentHookError       an execution hook raised (field: hook)
+        │       └── SubagentRunFailed       the child run raised (``__cause__`` is its error)
+        ├── PayloadError                    a value did not decode into its record type
+        ├── ToolError                       a tool call failed; the run loop returns it to the
+        │   │                               model as a retry prompt, bounded by the retry limit
+        │   └── ToolArgumentError           model-supplied arguments broke the tool's schema
+        └── StoreError                      storage/ (drawn here, defined there)
+            ├── NotFound
+            ├── AlreadyExists
+            ├── Conflict
+            ├── StaleFence
+            ├── IdempotencyConflict
+            ├── QuotaExceeded
+            ├── RunConflict
+            ├── RetryableStorage
+            ├── StorageFull
+            ├── Failed
+            └── CorruptRecord
+
+    BaseException
+    └── SubagentsSignal                     statemachines: never swallowed
+                                            (cancellation, lease loss)
+"""
+
+from __future__ import annotations
+
+from statemachines import SubagentsError
+
+
+class AgentError(SubagentsError):
+    """An agent run or a delegation did not complete.
+
+    Raised by ``Agent.run``/``run_stream``/``run_sync`` and by the subagent
+    registry. The message says what failed; keyword fields say where.
+    """
+
+
+class AgentConfigError(AgentError):
+    """A builder, registry, tool set or schema cannot be used as configured.
+
+    Raised at build/registration time, never in the middle of a run.
+    """
+
+
+class ToolSchemaError(AgentConfigError):
+    """A tool's ``parameters_schema`` uses JSON-schema features the validator cannot enforce.
+
+    Fields: ``tool`` and ``path`` (a JSON pointer into the schema). Raised when
+    the tool is constructed, so a schema is never silently half-enforced.
+    """
+
+
+class ModelError(AgentError):
+    """The model raised, returned an unusable response, or ran out of script.
+
+    Fields: ``model`` and, when known, ``run_id``.
+    """
+
+
+class UsageLimitExceeded(AgentError):
+    """The run reached its request limit before the model produced text output.
+
+    Fields: ``limit``, ``requests`` and ``run_id``.
+    """
+
+
+class ToolRetriesExceeded(AgentError):
+    """A tool failed (bad arguments or ``ToolError``) more often than the retry limit allows.
+
+    Fields: ``tool``, ``retries`` and ``run_id``; ``__cause__`` is the last ``ToolError``.
+    """
+
+
+class SubagentError(AgentError):
+    """A delegation to a named subagent failed. Fields: ``name`` and ``task_id``.
+
+    A ``subagent_failed`` lifecycle event was published on the parent context
+    before this was raised.
+    """
+
+
+class MissingSubagent(SubagentError):
+    """No subagent is registered under the requested name. Field: ``registered``."""
+
+
+class RecursiveSubagentDelegation(SubagentError):
+    """A subagent tried to delegate again without ``with_nested_delegation(True)``.
+
+    Field: ``stack`` (the names of the subagents already running, outermost first).
+    """
+
+
+class SubagentHookError(SubagentError):
+    """A :class:`SubagentExecutionHook` raised. Field: ``hook`` (the method name).
+
+    ``__cause__`` is the hook's exception.
+    """
+
+
+class SubagentRunFailed(SubagentError):
+    """The child agent's run raised. Field: ``child_run_id``; ``__cause__`` is the child error."""
+
+
+class ToolError(SubagentsError):
+    """A tool call failed.
+
+    Inside a run, the loop sends the message back to the model as a retry
+    prompt (bounded by the agent's retry limit); called directly, it propagates.
+    Fields: ``tool`` and whatever the tool adds.
+    """
+
+
+class ToolArgumentError(ToolError):
+    """Model-supplied tool arguments did not match the tool's schema.
+
+    Fields: ``tool`` and ``path`` (a JSON path such as ``$.prompt``; ``$`` for
+    the whole object).
+    """
+
+
+class PayloadError(SubagentsError):
+    """A value given to ``T.from_value(...)`` does not decode into ``T``.
+
+    Fields: ``type`` (the record type name) and ``detail`` (msgspec's message,
+    which names the offending path such as ``$.task_id``).
+    """

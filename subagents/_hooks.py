@@ -1,0 +1,163 @@
+"""Hooks: subagent execution hooks, agent run hooks, and capability bundles."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import msgspec
+
+from ._ids import RunId, TaskId
+from ._records import Record
+from ._usage import Usage
+
+if TYPE_CHECKING:
+    from ._context import AgentContext
+    from ._models import ToolCallPart
+    from ._tools import Tool, ToolContext, ToolResult
+
+
+class SubagentExecutionMetadata(Record, frozen=True, kw_only=True):
+    """What an execution hook knows about one delegation.
+
+    ``child_run_id`` is assigned before the hooks run, so ``before`` and
+    ``after`` see the same id the child run will report.
+    """
+
+    name: str
+    task_id: TaskId
+    prompt: str
+    task_metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+    child_agent_id: str
+    child_run_id: RunId
+    parent_agent_id: str
+    parent_run_id: RunId | None = None
+
+
+class SubagentExecutionOutcome(Record, frozen=True, kw_only=True, tag_field="outcome"):
+    """How a delegated child run ended: ``.Completed`` or ``.Failed``.
+
+    Match with ``isinstance(outcome, SubagentExecutionOutcome.Completed)``.
+    """
+
+    Completed: ClassVar[type[_Completed]]
+    Failed: ClassVar[type[_Failed]]
+
+
+class _Completed(SubagentExecutionOutcome, frozen=True, kw_only=True, tag="completed"):
+    """The child run finished with ``output``; ``usage`` is the child's own usage."""
+
+    output: str
+    usage: Usage
+    run_id: RunId | None = None
+
+
+class _Failed(SubagentExecutionOutcome, frozen=True, kw_only=True, tag="failed"):
+    """The child run raised; ``error`` is its message."""
+
+    error: str
+    run_id: RunId | None = None
+
+
+for _cls, _name in ((_Completed, "Completed"), (_Failed, "Failed")):
+    _cls.__name__ = _name
+    _cls.__qualname__ = f"SubagentExecutionOutcome.{_name}"
+SubagentExecutionOutcome.Completed = _Completed
+SubagentExecutionOutcome.Failed = _Failed
+
+
+class SubagentExecutionHook:
+    """Application policy around one delegated child run. Subclass and override.
+
+    Both methods are awaited in order of registration, on the event loop that
+    runs the delegation, inline (the child waits for ``before``; the
+    delegation result waits for ``after``).
+
+    - ``before_subagent_run`` may mutate ``child_context`` (metadata,
+      dependencies) before the child starts. If it raises, the child never
+      runs: the delegation fails with :class:`SubagentHookError` (``hook =
+      "before_subagent_run"``) and a ``subagent_failed`` event naming the hook.
+    - ``after_subagent_run`` observes the outcome; it cannot change the result.
+      If it raises after a completed child, the delegation fails the same way
+      (``hook = "after_subagent_run"``). After a failed child its error is
+      recorded in the failed event (``hook_error``) and the child's error wins.
+
+    ``BaseException`` signals (cancellation) are never caught.
+    """
+
+    async def before_subagent_run(
+        self, metadata: SubagentExecutionMetadata, child_context: AgentContext
+    ) -> None:
+        return None
+
+    async def after_subagent_run(
+        self,
+        metadata: SubagentExecutionMetadata,
+        child_context: AgentContext,
+        outcome: SubagentExecutionOutcome,
+    ) -> None:
+        return None
+
+
+class AgentHook:
+    """Observes an agent's runs. Subclass and override what you need.
+
+    Every method is awaited inline on the loop running the agent, in
+    registration order. An exception from a hook fails the run with that
+    exception (it is not converted into a tool retry).
+    """
+
+    capability_id: str = "hook"
+
+    async def before_run(self, context: AgentContext, prompt: str) -> None:
+        return None
+
+    async def before_tool_call(self, context: ToolContext, call: ToolCallPart) -> None:
+        return None
+
+    async def after_tool_call(
+        self, context: ToolContext, call: ToolCallPart, result: ToolResult
+    ) -> None:
+        return None
+
+    async def after_run(self, context: AgentContext, output: str) -> None:
+        return None
+
+
+class CapabilityBundle:
+    """A named group of hooks and tools added to an agent with ``.capability_bundle(...)``."""
+
+    name: str
+    capability_id: str
+
+    def hooks(self) -> Sequence[AgentHook]:
+        return ()
+
+    def tools(self) -> Sequence[Tool]:
+        return ()
+
+
+class StaticCapabilityBundle(CapabilityBundle):
+    """A bundle with a fixed name, hooks and tools."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        hooks: Sequence[AgentHook] = (),
+        tools: Sequence[Tool] = (),
+        capability_id: str | None = None,
+    ) -> None:
+        self.name = name
+        self.capability_id = capability_id or name
+        self._hooks = tuple(hooks)
+        self._tools = tuple(tools)
+
+    def hooks(self) -> Sequence[AgentHook]:
+        return self._hooks
+
+    def tools(self) -> Sequence[Tool]:
+        return self._tools
+
+    def __repr__(self) -> str:
+        return f"StaticCapabilityBundle({self.name!r})"

@@ -1,0 +1,230 @@
+"""Tools: the callable units a model can invoke, their registry and call context.
+
+A tool validates the model's raw arguments (a JSON object or its text) against
+a validator compiled once, when the tool is constructed, then runs. Bad
+arguments raise :class:`ToolArgumentError` naming the tool and the JSON path;
+inside a run, the loop turns any :class:`ToolError` into a retry prompt for the
+model, bounded by the agent's retry limit.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, TypeVar
+
+import msgspec
+
+from ._deps import Dependencies
+from ._errors import AgentConfigError, ToolArgumentError
+from ._ids import ConversationId, RunId
+from ._models import ToolDefinition
+from ._schema import compile_schema
+
+T = TypeVar("T")
+
+
+class ToolResult:
+    """What a tool returns: JSON ``content`` for the model, plus ``metadata`` for the host."""
+
+    __slots__ = ("content", "metadata")
+
+    def __init__(self, content: Any, metadata: Mapping[str, Any] | None = None) -> None:
+        self.content = content
+        self.metadata: dict[str, Any] = dict(metadata) if metadata else {}
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ToolResult):
+            return NotImplemented
+        return self.content == other.content and self.metadata == other.metadata
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"ToolResult({self.content!r}, {self.metadata!r})"
+
+
+class ToolContext:
+    """Per-call context handed to a tool: run and conversation ids, step, dependencies.
+
+    During a run, ``dependencies`` hold the run's :class:`AgentContext`, its
+    :class:`AgentContextHandle` and, when streaming, the
+    :class:`AgentStreamSink`, on top of the context's own dependencies.
+    """
+
+    __slots__ = ("conversation_id", "dependencies", "run_id", "step", "tool_call_id")
+
+    def __init__(
+        self,
+        run_id: RunId,
+        conversation_id: ConversationId,
+        step: int,
+        *,
+        dependencies: Dependencies | None = None,
+        tool_call_id: str | None = None,
+    ) -> None:
+        self.run_id = run_id
+        self.conversation_id = conversation_id
+        self.step = step
+        self.dependencies = Dependencies() if dependencies is None else dependencies
+        self.tool_call_id = tool_call_id
+
+    def with_dependencies(self, dependencies: Dependencies) -> ToolContext:
+        """A copy of this context carrying ``dependencies``."""
+        return ToolContext(
+            self.run_id,
+            self.conversation_id,
+            self.step,
+            dependencies=dependencies,
+            tool_call_id=self.tool_call_id,
+        )
+
+    def dependency(self, key: type[T]) -> T | None:
+        return self.dependencies.get(key)
+
+
+class Tool:
+    """Base class of every tool.
+
+    Subclasses set ``name``, ``description``, ``parameters_schema`` and
+    implement :meth:`validate` and :meth:`invoke`. :meth:`call` validates then
+    invokes; it is awaited on the loop running the agent.
+    """
+
+    name: str
+    description: str | None
+    parameters_schema: dict[str, Any]
+    metadata: dict[str, Any]
+
+    def definition(self) -> ToolDefinition:
+        return ToolDefinition(
+            name=self.name, description=self.description, parameters_schema=self.parameters_schema
+        )
+
+    def decode_arguments(self, arguments: Any) -> Any:
+        """Parse JSON text into a value; other values pass through unchanged."""
+        if isinstance(arguments, str | bytes):
+            try:
+                return msgspec.json.decode(arguments) if arguments else {}
+            except msgspec.DecodeError as error:
+                raise ToolArgumentError(
+                    f"arguments for tool {self.name!r} are not valid JSON: {error}",
+                    tool=self.name,
+                    path="$",
+                ) from error
+        return arguments
+
+    def validate(self, arguments: Any) -> Any:
+        """Return the validated arguments or raise :class:`ToolArgumentError`."""
+        raise NotImplementedError
+
+    async def invoke(self, context: ToolContext, arguments: Any) -> ToolResult:
+        """Run the tool on already-validated arguments."""
+        raise NotImplementedError
+
+    async def call(self, context: ToolContext, arguments: Any) -> ToolResult:
+        """Validate ``arguments`` (a dict or JSON text) and run the tool."""
+        return await self.invoke(context, self.validate(self.decode_arguments(arguments)))
+
+
+ToolFunction = Callable[[ToolContext, Any], Any]
+
+
+class FunctionTool(Tool):
+    """A tool from a function ``fn(context, args)``, sync or async.
+
+    ``args`` is the validated JSON object. ``fn`` may return a
+    :class:`ToolResult` or any JSON value (wrapped into one). The schema is
+    compiled once here; an unsupported schema raises :class:`ToolSchemaError`
+    now rather than being half-enforced later.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        description: str | None,
+        parameters_schema: dict[str, Any],
+        fn: ToolFunction,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not name:
+            raise AgentConfigError("a tool needs a non-empty name")
+        self.name = name
+        self.description = description
+        self.parameters_schema = parameters_schema
+        self.metadata = dict(metadata) if metadata else {}
+        self._fn = fn
+        self._is_async = inspect.iscoroutinefunction(fn)
+        self._validate = compile_schema(parameters_schema, name)
+
+    def with_metadata(self, metadata: Mapping[str, Any]) -> FunctionTool:
+        """A copy of this tool with ``metadata`` merged in (e.g. ``auto_inherit``)."""
+        clone = FunctionTool.__new__(FunctionTool)
+        clone.__dict__.update(self.__dict__)
+        clone.metadata = {**self.metadata, **metadata}
+        return clone
+
+    def validate(self, arguments: Any) -> Any:
+        self._validate(arguments)
+        return arguments
+
+    async def invoke(self, context: ToolContext, arguments: Any) -> ToolResult:
+        result = self._fn(context, arguments)
+        if self._is_async or inspect.isawaitable(result):
+            result = await result
+        return result if isinstance(result, ToolResult) else ToolResult(result)
+
+    def __repr__(self) -> str:
+        return f"FunctionTool({self.name!r})"
+
+
+class ToolRegistry:
+    """An ordered set of tools with unique names.
+
+    ``with_tool`` returns a new registry (the original is unchanged), so one
+    registry can seed several agents. Adding a second tool with a name already
+    present raises :class:`AgentConfigError`.
+    """
+
+    __slots__ = ("_tools",)
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for tool in tools:
+            self._add(tool)
+
+    def _add(self, tool: Tool) -> None:
+        if tool.name in self._tools:
+            raise AgentConfigError(f"duplicate tool name {tool.name!r}", tool=tool.name)
+        self._tools[tool.name] = tool
+
+    def with_tool(self, tool: Tool) -> ToolRegistry:
+        clone = ToolRegistry()
+        clone._tools = self._tools.copy()
+        clone._add(tool)
+        return clone
+
+    def names(self) -> list[str]:
+        """Tool names in registration order."""
+        return list(self._tools)
+
+    def lookup(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    get = lookup
+
+    def definitions(self) -> tuple[ToolDefinition, ...]:
+        return tuple(tool.definition() for tool in self._tools.values())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __repr__(self) -> str:
+        return f"ToolRegistry({self.names()!r})"
