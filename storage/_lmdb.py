@@ -1,13 +1,899 @@
-"""STUB: replaced by LmdbBackend and LmdbSessionStore."""
+"""The embedded default store: the contract logic on an LMDB backend.
+
+:class:`LmdbBackend` turns LMDB into the byte-level :class:`~storage.Backend`
+the :class:`~storage.KernelStore` runs on; :class:`LmdbSessionStore` is that
+kernel on LMDB.
+
+Environments. LMDB forbids opening the same environment twice in one process
+(its locks are per process), so every backend on one directory shares one
+``lmdb.Environment`` from a module-level registry keyed by the directory's real
+path, reference counted and guarded by a lock. The registry records the pid
+that opened each environment: a forked child never uses its parent's handle,
+it opens a fresh one (see :func:`_before_fork`). Several *processes* may open
+the same directory at once (``lock=True``: LMDB's shared lock file); stale
+reader slots left by dead processes are cleared on every open.
+
+Writes. LMDB has one writer and no group commit, so every durable commit costs
+the fsyncs of one transaction. :meth:`LmdbBackend.write` is a leader/follower
+batching writer (DESIGN §6): an uncontended caller runs its function in its own
+write transaction on its own thread (no hand-off). Callers that arrive while a
+transaction is in flight queue up; when the leader finishes, the oldest queued
+caller becomes the next leader and runs *every* queued function in one write
+transaction, each inside its own nested child transaction, and commits once.
+A function that raises aborts only its child transaction. Every caller is
+answered (its value or its exception) only after the commit that holds its
+writes returned.
+
+Durability: ``sync=True`` (the default) makes every commit durable before
+``write`` returns. ``sync=False`` trades that for speed (an OS crash may lose
+the last commits, never corrupt the file); it is for bulk set-up only.
+"""
 
 from __future__ import annotations
 
+import collections
+import contextlib
+import os
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Generic, TypeVar, cast
+
+import lmdb
+
+from ._backend import Txn
+from ._clock import Clock
+from ._errors import Failed, RetryableStorage, StorageFull, StoreError
 from ._kernel import KernelStore
 
+T = TypeVar("T")
 
-class LmdbBackend:  # pragma: no cover - stub
-    pass
+GIB = 1 << 30
+DEFAULT_MAP_SIZE = GIB
+DEFAULT_MAX_READERS = 126
+
+# How long a fork or a map resize waits for in-flight transactions of this
+# process to finish before giving up (the work is a few microseconds; waiting
+# longer means a transaction is stuck, and we must not remap under it).
+_QUIESCE_TIMEOUT = 10.0
+
+# lmdb errors that mean "try again": nothing was written and the cause is
+# transient (reader table full, another process resized the map, a lock
+# contended, a reader slot invalidated by a fork).
+_TRANSIENT: tuple[type[BaseException], ...] = (
+    lmdb.ReadersFullError,
+    lmdb.MapResizedError,
+    lmdb.LockError,
+    lmdb.BadRslotError,
+    lmdb.TlsFullError,
+)
 
 
-class LmdbSessionStore(KernelStore):  # pragma: no cover - stub
-    pass
+def _map_error(exc: BaseException, *, op: str, path: str, **fields: Any) -> StoreError:
+    """Map a lower-layer error (lmdb, OS) to the storage error tree."""
+    if isinstance(exc, StoreError):
+        return exc
+    detail = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, lmdb.MapFullError | lmdb.TxnFullError):
+        return StorageFull(
+            f"LMDB {op}: no room in the map; nothing was written",
+            path=path,
+            cause=detail,
+            **fields,
+        )
+    if isinstance(exc, _TRANSIENT):
+        return RetryableStorage(
+            f"LMDB {op}: transient failure; nothing was written",
+            path=path,
+            cause=detail,
+            **fields,
+        )
+    return Failed(f"LMDB {op} failed", path=path, cause=detail, **fields)
+
+
+# -- transactions ------------------------------------------------------------------------------
+
+
+class _LmdbTxn:
+    """A :class:`~storage.Txn` over one lmdb transaction and a backend's tables.
+
+    Every lmdb error is mapped to a storage error here. The first one is also
+    remembered (``failure``): once LMDB reports an error inside a transaction
+    that transaction is unusable, so the writer aborts it even if the caller's
+    function swallowed the error.
+    """
+
+    __slots__ = ("_dbs", "_path", "_txn", "failure")
+
+    def __init__(self, txn: lmdb.Transaction[bytes], dbs: dict[str, Any], path: str) -> None:
+        self._txn = txn
+        self._dbs = dbs
+        self._path = path
+        self.failure: BaseException | None = None
+
+    def _db(self, table: str) -> Any:
+        try:
+            return self._dbs[table]
+        except KeyError:
+            raise Failed(
+                "no such table in this backend", table=table, tables=sorted(self._dbs)
+            ) from None
+
+    def _fail(self, exc: lmdb.Error, op: str, table: str, key: bytes) -> StoreError:
+        if self.failure is None:
+            self.failure = exc
+        return _map_error(exc, op=op, path=self._path, table=table, key=key)
+
+    def get(self, table: str, key: bytes) -> bytes | None:
+        db = self._db(table)
+        try:
+            return self._txn.get(key, db=db)
+        except lmdb.Error as exc:
+            raise self._fail(exc, "get", table, key) from exc
+
+    def put(self, table: str, key: bytes, value: bytes) -> None:
+        db = self._db(table)
+        try:
+            self._txn.put(key, value, db=db)
+        except lmdb.Error as exc:
+            raise self._fail(exc, "put", table, key) from exc
+
+    def delete(self, table: str, key: bytes) -> bool:
+        db = self._db(table)
+        try:
+            return self._txn.delete(key, db=db)
+        except lmdb.Error as exc:
+            raise self._fail(exc, "delete", table, key) from exc
+
+    def scan(
+        self, table: str, prefix: bytes = b"", start: bytes | None = None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        db = self._db(table)
+        first = prefix if start is None or start < prefix else start
+        try:
+            cursor = self._txn.cursor(db=db)
+        except lmdb.Error as exc:
+            raise self._fail(exc, "scan", table, first) from exc
+        return self._iterate(cursor, table, prefix, first)
+
+    def _iterate(
+        self, cursor: lmdb.Cursor[bytes], table: str, prefix: bytes, first: bytes
+    ) -> Iterator[tuple[bytes, bytes]]:
+        try:
+            if not cursor.set_range(first):
+                return
+            for key, value in cursor.iternext():
+                if not key.startswith(prefix):
+                    return
+                yield key, value
+        except lmdb.Error as exc:
+            raise self._fail(exc, "scan", table, first) from exc
+        finally:
+            cursor.close()
+
+
+# -- the shared environment --------------------------------------------------------------------
+
+
+class _Gate:
+    """Lets many transactions of this process run at once, or one exclusive
+    action (a map resize, a fork) run with none in flight."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._active = 0
+        self._exclusive = False
+
+    def enter(self) -> None:
+        with self._cond:
+            while self._exclusive:
+                self._cond.wait()
+            self._active += 1
+
+    def leave(self) -> None:
+        with self._cond:
+            self._active -= 1
+            if self._active == 0 and self._exclusive:
+                self._cond.notify_all()
+
+    def acquire_exclusive(self, timeout: float) -> bool:
+        with self._cond:
+            while self._exclusive:
+                if not self._cond.wait(timeout):
+                    return False
+            self._exclusive = True
+            if self._cond.wait_for(lambda: self._active == 0, timeout):
+                return True
+            self._exclusive = False
+            self._cond.notify_all()
+            return False
+
+    def release_exclusive(self) -> None:
+        with self._cond:
+            self._exclusive = False
+            self._cond.notify_all()
+
+
+class _Pending(Generic[T]):
+    """One queued write: the function, the caller's tables, its outcome."""
+
+    __slots__ = ("dbs", "done", "error", "fn", "promoted", "value")
+
+    def __init__(self, fn: Callable[[Txn], T], dbs: dict[str, Any]) -> None:
+        self.fn = fn
+        self.dbs = dbs
+        self.done = threading.Event()
+        self.promoted = False
+        self.value: T | None = None
+        self.error: BaseException | None = None
+
+
+class _Retry(Exception):
+    """Internal: the map was resized or grown; run the transaction again."""
+
+
+_tls = threading.local()
+
+
+def _refuse_nested(path: str) -> None:
+    # A function running inside a store transaction that starts another one
+    # would wait on itself (the writer role, or a map resize waiting for its
+    # own transaction to end): refuse it.
+    if getattr(_tls, "inside", False):
+        raise Failed("a store transaction may not start another transaction", path=path)
+
+
+class _Env:
+    """One open lmdb.Environment shared by every backend on a path in this process."""
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        sync: bool,
+        map_size: int,
+        max_map_size: int | None,
+        auto_grow: bool,
+        max_readers: int,
+        max_dbs: int,
+    ) -> None:
+        self.path = path
+        self.pid = os.getpid()
+        self.sync = sync
+        self.auto_grow = auto_grow
+        self.max_map_size = max_map_size
+        self.refs = 0
+        self.dead = False
+        self.env = lmdb.Environment(
+            path,
+            map_size=map_size,
+            subdir=True,
+            readonly=False,
+            metasync=sync,
+            sync=sync,
+            lock=True,
+            max_readers=max_readers,
+            max_dbs=max_dbs,
+            max_spare_txns=0,
+        )
+        self.dbs: dict[str, Any] = {}
+        self.gate = _Gate()
+        # The batching writer's state, guarded by ``mu``.
+        self.mu = threading.Lock()
+        self.idle = threading.Condition(self.mu)
+        self.busy = False
+        self.queue: collections.deque[_Pending[Any]] = collections.deque()
+
+    # -- tables ---------------------------------------------------------------------------
+
+    def open_tables(self, tables: Sequence[str]) -> dict[str, Any]:
+        missing = [name for name in tables if name not in self.dbs]
+        if missing:
+            self._lead()
+            try:
+                self.gate.enter()
+                try:
+                    txn = self.env.begin(write=True)
+                    try:
+                        opened = {
+                            name: self.env.open_db(name.encode("utf-8"), txn=txn)
+                            for name in missing
+                        }
+                    except BaseException:
+                        txn.abort()
+                        raise
+                    txn.commit()
+                finally:
+                    self.gate.leave()
+                self.dbs.update(opened)
+            except lmdb.Error as exc:
+                raise _map_error(exc, op="open tables", path=self.path, tables=missing) from exc
+            finally:
+                self._hand_off()
+        return {name: self.dbs[name] for name in tables}
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def read(self, fn: Callable[[Txn], T], dbs: dict[str, Any]) -> T:
+        _refuse_nested(self.path)
+        while True:
+            self.gate.enter()
+            try:
+                try:
+                    txn = self.env.begin(write=False)
+                except lmdb.MapResizedError:
+                    raise _Retry from None
+                except lmdb.Error as exc:
+                    raise _map_error(exc, op="read", path=self.path) from exc
+                _tls.inside = True
+                try:
+                    return fn(_LmdbTxn(txn, dbs, self.path))
+                finally:
+                    _tls.inside = False
+                    txn.abort()
+            except _Retry:
+                pass
+            finally:
+                self.gate.leave()
+            self._adopt_map_size()
+
+    # -- the batching writer --------------------------------------------------------------
+
+    def write(self, fn: Callable[[Txn], T], dbs: dict[str, Any]) -> T:
+        _refuse_nested(self.path)
+        pending: _Pending[T] | None = None
+        with self.mu:
+            if self.dead:
+                raise Failed("LMDB environment is closed", path=self.path)
+            if self.busy:
+                pending = _Pending(fn, dbs)
+                self.queue.append(pending)
+            else:
+                self.busy = True
+        if pending is None:
+            # Uncontended: run on the caller's thread, no hand-off.
+            try:
+                return self._solo(fn, dbs)
+            finally:
+                self._hand_off()
+        pending.done.wait()
+        if pending.promoted:
+            self._lead_batch(pending)
+        if pending.error is not None:
+            raise pending.error
+        return cast(T, pending.value)
+
+    def _lead(self) -> None:
+        """Become the writer (wait for the current one to finish)."""
+        with self.mu:
+            if self.dead:
+                raise Failed("LMDB environment is closed", path=self.path)
+            while self.busy:
+                self.idle.wait()
+            self.busy = True
+
+    def _hand_off(self) -> None:
+        """Leave the writer role: promote the oldest waiter, or go idle."""
+        with self.mu:
+            if self.queue:
+                head = self.queue[0]
+                head.promoted = True
+                head.done.set()
+            else:
+                self.busy = False
+                self.idle.notify_all()
+
+    def _lead_batch(self, leader: _Pending[Any]) -> None:
+        """Run every queued write (the leader's included) and answer each caller."""
+        with self.mu:
+            batch = list(self.queue)
+            self.queue.clear()
+        try:
+            if len(batch) == 1:
+                try:
+                    leader.value = self._solo(leader.fn, leader.dbs)
+                except BaseException as exc:
+                    leader.error = exc
+            else:
+                self._batch(batch)
+        except BaseException as exc:
+            # Interrupted (e.g. KeyboardInterrupt) while the batch transaction
+            # was open: it was aborted, so nobody's writes were committed.
+            for pending in batch:
+                pending.value = None
+                pending.error = (
+                    exc
+                    if pending is leader
+                    else Failed(
+                        "the batch writer was interrupted; nothing was written",
+                        path=self.path,
+                        cause=repr(exc),
+                    )
+                )
+        finally:
+            for pending in batch:
+                pending.promoted = False
+                pending.done.set()
+            self._hand_off()
+
+    def _begin_write(self) -> lmdb.Transaction[bytes]:
+        try:
+            return self.env.begin(write=True)
+        except lmdb.MapResizedError:
+            raise _Retry from None
+        except lmdb.Error as exc:
+            raise _map_error(exc, op="begin write", path=self.path) from exc
+
+    def _solo(self, fn: Callable[[Txn], T], dbs: dict[str, Any]) -> T:
+        """Run ``fn`` alone in one write transaction, growing the map if allowed."""
+        while True:
+            size = self._map_size() if self.auto_grow else 0
+            grow = False
+            self.gate.enter()
+            try:
+                txn = self._begin_write()
+                wrapped = _LmdbTxn(txn, dbs, self.path)
+                _tls.inside = True
+                try:
+                    value = fn(wrapped)
+                except BaseException as exc:
+                    txn.abort()
+                    if self._full(wrapped.failure) and self._can_grow(size):
+                        grow = True
+                    elif wrapped.failure is not None and not isinstance(exc, StoreError):
+                        raise _map_error(wrapped.failure, op="write", path=self.path) from exc
+                    else:
+                        raise
+                finally:
+                    _tls.inside = False
+                if not grow:
+                    if wrapped.failure is not None:
+                        # fn swallowed an lmdb error: the transaction is unusable.
+                        txn.abort()
+                        if self._full(wrapped.failure) and self._can_grow(size):
+                            grow = True
+                        else:
+                            raise _map_error(wrapped.failure, op="write", path=self.path)
+                    else:
+                        try:
+                            txn.commit()
+                        except lmdb.Error as exc:
+                            if self._full(exc) and self._can_grow(size):
+                                grow = True
+                            else:
+                                raise _map_error(exc, op="commit", path=self.path) from exc
+                        else:
+                            return value
+            except _Retry:
+                pass
+            finally:
+                self.gate.leave()
+            if grow:
+                self._grow(size)
+            else:
+                self._adopt_map_size()
+
+    def _batch(self, batch: list[_Pending[Any]]) -> None:
+        """Run several functions in one write transaction, one nested child each."""
+        while True:
+            size = self._map_size() if self.auto_grow else 0
+            grow = resized = one_by_one = False
+            outcomes: list[tuple[bool, Any]] = []
+            self.gate.enter()
+            try:
+                txn = self._begin_write()
+                try:
+                    for pending in batch:
+                        ok, result, full = self._run_child(txn, pending)
+                        if full and self._can_grow(size):
+                            grow = True
+                            break
+                        outcomes.append((ok, result))
+                except BaseException:
+                    txn.abort()
+                    raise
+                if grow:
+                    txn.abort()
+                else:
+                    try:
+                        txn.commit()
+                    except lmdb.Error as exc:
+                        if self._full(exc):
+                            grow = self._can_grow(size)
+                            one_by_one = not grow
+                        else:
+                            error = _map_error(exc, op="commit", path=self.path)
+                            outcomes = [
+                                (False, error) if ok else (ok, result) for ok, result in outcomes
+                            ]
+            except _Retry:
+                resized = True
+            finally:
+                self.gate.leave()
+            if resized:
+                self._adopt_map_size()
+                continue
+            if grow:
+                self._grow(size)
+                continue
+            if one_by_one:
+                # The batch as a whole did not fit: give each function its
+                # own transaction, so one that fits is not failed by another.
+                for pending in batch:
+                    try:
+                        pending.value = self._solo(pending.fn, pending.dbs)
+                    except BaseException as exc:
+                        pending.error = exc
+                return
+            for pending, (ok, result) in zip(batch, outcomes, strict=True):
+                if ok:
+                    pending.value = result
+                else:
+                    pending.error = result
+            return
+
+    def _run_child(
+        self, parent: lmdb.Transaction[bytes], pending: _Pending[Any]
+    ) -> tuple[bool, Any, bool]:
+        """Run one function in a child transaction: (ok, value-or-error, map full)."""
+        try:
+            child = self.env.begin(write=True, parent=parent)
+        except lmdb.Error as exc:
+            error = _map_error(exc, op="begin nested", path=self.path)
+            return False, error, self._full(exc)
+        wrapped = _LmdbTxn(child, pending.dbs, self.path)
+        _tls.inside = True
+        try:
+            value = pending.fn(wrapped)
+        except Exception as exc:
+            child.abort()
+            if wrapped.failure is not None and not isinstance(exc, StoreError):
+                exc = _map_error(wrapped.failure, op="write", path=self.path)
+            return False, exc, self._full(wrapped.failure)
+        finally:
+            _tls.inside = False
+        if wrapped.failure is not None:
+            child.abort()
+            error = _map_error(wrapped.failure, op="write", path=self.path)
+            return False, error, self._full(wrapped.failure)
+        try:
+            child.commit()
+        except lmdb.Error as exc:
+            return False, _map_error(exc, op="commit nested", path=self.path), self._full(exc)
+        return True, value, False
+
+    # -- map size ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _full(exc: BaseException | None) -> bool:
+        return isinstance(exc, lmdb.MapFullError)
+
+    def _map_size(self) -> int:
+        return int(self.env.info()["map_size"])
+
+    def _can_grow(self, size: int) -> bool:
+        if not self.auto_grow:
+            return False
+        return self.max_map_size is None or size < self.max_map_size
+
+    def _grow(self, seen: int) -> None:
+        """Double the map (up to ``max_map_size``) with no transaction in flight."""
+        target = seen * 2
+        if self.max_map_size is not None:
+            target = min(target, self.max_map_size)
+        self._exclusive(lambda: target > self._map_size(), target)
+
+    def _adopt_map_size(self) -> None:
+        """Another process grew the map: adopt its size (``set_mapsize(0)``)."""
+        self._exclusive(lambda: True, 0)
+
+    def _exclusive(self, needed: Callable[[], bool], size: int) -> None:
+        if not self.gate.acquire_exclusive(_QUIESCE_TIMEOUT):
+            raise RetryableStorage(
+                "LMDB map resize timed out waiting for transactions", path=self.path
+            )
+        try:
+            if needed():
+                self.env.set_mapsize(size)
+        except lmdb.Error as exc:
+            raise _map_error(exc, op="resize map", path=self.path, map_size=size) from exc
+        finally:
+            self.gate.release_exclusive()
+
+    # -- shutdown ---------------------------------------------------------------------------
+
+    def drain(self) -> None:
+        with self.mu:
+            while self.busy or self.queue:
+                self.idle.wait()
+
+    def close(self) -> None:
+        with self.mu:
+            while self.busy or self.queue:
+                self.idle.wait()
+            self.dead = True
+        if self.gate.acquire_exclusive(_QUIESCE_TIMEOUT):
+            try:
+                if not self.sync:
+                    # Flush what the unsynced commits left in the page cache.
+                    self.env.sync(True)
+                self.env.close()
+            finally:
+                self.gate.release_exclusive()
+
+
+_registry: dict[str, _Env] = {}
+_registry_lock = threading.Lock()
+
+
+_quiesced: list[_Env] = []
+
+
+def _before_fork() -> None:
+    """Quiesce every environment of this process so a forked child can drop its copy.
+
+    The child must not use the parent's handle, and py-lmdb refuses a second
+    handle on the same files while the first is open, so the child closes the
+    inherited one. Closing aborts that handle's transactions, whose reader
+    slots live in shared memory: a read transaction open (or cached) at fork
+    time would be freed under the parent. So before forking, wait until no
+    transaction of this process is in flight, and drop py-lmdb's cached read
+    transaction (``set_mapsize(0)`` aborts it without changing the size).
+    An environment that cannot be quiesced is left open in the child, where
+    opening its path then fails with :class:`Failed`.
+    """
+    _registry_lock.acquire()
+    for entry in _registry.values():
+        if entry.pid != os.getpid() or entry.dead:
+            continue
+        if entry.gate.acquire_exclusive(_QUIESCE_TIMEOUT):
+            _quiesced.append(entry)
+            try:
+                entry.env.set_mapsize(0)
+            except lmdb.Error:  # pragma: no cover - the child then keeps the handle open
+                entry.pid = -entry.pid
+
+
+def _after_fork_in_parent() -> None:
+    for entry in _quiesced:
+        entry.pid = abs(entry.pid)
+        entry.gate.release_exclusive()
+    _quiesced.clear()
+    _registry_lock.release()
+
+
+def _after_fork_in_child() -> None:
+    for entry in list(_registry.values()):
+        entry.dead = True
+        # The child's copies of the parent's locks may be held by threads that
+        # do not exist here; give the dead entry fresh ones so calls on it
+        # fail cleanly instead of hanging.
+        entry.mu = threading.Lock()
+        entry.idle = threading.Condition(entry.mu)
+        entry.gate = _Gate()
+        entry.busy = False
+        entry.queue.clear()
+        if entry in _quiesced and entry.pid > 0:
+            with contextlib.suppress(lmdb.Error):
+                entry.env.close()
+    _registry.clear()
+    _quiesced.clear()
+    # Taken by _before_fork on the thread that forked, which is this one.
+    _registry_lock.release()
+
+
+os.register_at_fork(
+    before=_before_fork,
+    after_in_parent=_after_fork_in_parent,
+    after_in_child=_after_fork_in_child,
+)
+
+
+# -- the backend -------------------------------------------------------------------------------
+
+
+class LmdbBackend:
+    """The :class:`~storage.Backend` on LMDB: named databases in one environment.
+
+    ``path`` is a directory (created if missing). Every backend on one path in
+    one process shares one environment (reference counted); the first opener's
+    ``map_size``, ``max_readers`` and ``max_dbs`` apply, and every opener must
+    ask for the same ``sync`` (:class:`Failed` otherwise). ``auto_grow`` lets a
+    write that finds the map full double it (up to ``max_map_size``, if given)
+    and retry transparently; without it the write fails with
+    :class:`StorageFull` and nothing of it is written.
+
+    Thread safety: every method may be called from any thread. ``write``
+    functions may run on another caller's thread (the batching writer) and
+    must not call back into a store. Failures are storage errors, never raw
+    lmdb exceptions; after :meth:`close` every call raises :class:`Failed`.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        tables: Sequence[str],
+        sync: bool = True,
+        map_size: int = DEFAULT_MAP_SIZE,
+        max_map_size: int | None = None,
+        auto_grow: bool = False,
+        max_readers: int = DEFAULT_MAX_READERS,
+        max_dbs: int | None = None,
+    ) -> None:
+        if not tables:
+            raise Failed("an LMDB backend needs at least one table", path=str(path))
+        if max_map_size is not None and max_map_size < map_size:
+            raise Failed(
+                "max_map_size is smaller than map_size",
+                map_size=map_size,
+                max_map_size=max_map_size,
+            )
+        self.tables: Sequence[str] = tuple(tables)
+        self.sync = sync
+        os.makedirs(path, exist_ok=True)
+        self.path = os.path.realpath(path)
+        self._closed = False
+        with _registry_lock:
+            entry = _registry.get(self.path)
+            if entry is not None and (entry.pid != os.getpid() or entry.dead):
+                del _registry[self.path]
+                entry = None
+            if entry is None:
+                try:
+                    entry = _Env(
+                        self.path,
+                        sync=sync,
+                        map_size=map_size,
+                        max_map_size=max_map_size,
+                        auto_grow=auto_grow,
+                        max_readers=max_readers,
+                        max_dbs=max_dbs if max_dbs is not None else len(self.tables) + 8,
+                    )
+                except lmdb.Error as exc:
+                    raise _map_error(exc, op="open", path=self.path) from exc
+                _registry[self.path] = entry
+            elif entry.sync != sync:
+                raise Failed(
+                    "this LMDB environment is already open with another sync mode",
+                    path=self.path,
+                    open_sync=entry.sync,
+                    requested_sync=sync,
+                )
+            else:
+                entry.auto_grow = entry.auto_grow or auto_grow
+                if entry.max_map_size is not None:
+                    entry.max_map_size = (
+                        None if max_map_size is None else max(entry.max_map_size, max_map_size)
+                    )
+            entry.refs += 1
+        self._entry = entry
+        try:
+            # Readers left in the lock table by processes that died.
+            self.stale_readers_cleared = entry.env.reader_check()
+            self._dbs = entry.open_tables(self.tables)
+        except BaseException:
+            self._release()
+            raise
+
+    # -- Backend ------------------------------------------------------------------------------
+
+    def read(self, fn: Callable[[Txn], T]) -> T:
+        """Run ``fn`` on a read-only snapshot. Its exceptions propagate unchanged."""
+        entry = self._live()
+        return entry.read(fn, self._dbs)
+
+    def write(self, fn: Callable[[Txn], T]) -> T:
+        """Run ``fn`` in a write transaction and return its value once committed.
+
+        Durable when ``sync`` is on. If ``fn`` raises, nothing it wrote is
+        committed and the exception propagates; other callers batched with it
+        are unaffected. A full map is :class:`StorageFull` (after growing, with
+        ``auto_grow``, until ``max_map_size``).
+        """
+        entry = self._live()
+        return entry.write(fn, self._dbs)
+
+    def drain(self) -> None:
+        """Return once every write accepted so far on this path is committed or failed."""
+        self._live().drain()
+
+    def close(self) -> None:
+        """Release this backend's share of the environment. Idempotent.
+
+        The environment closes when the last backend on the path closes, after
+        its pending writes are answered.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        self._release()
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    @property
+    def map_size(self) -> int:
+        """The current map size in bytes."""
+        return self._live()._map_size()
+
+    def readers(self) -> str:
+        """LMDB's reader table, for diagnostics."""
+        return self._live().env.readers()
+
+    def _live(self) -> _Env:
+        if self._closed:
+            raise Failed("LMDB backend is closed", path=self.path)
+        entry = self._entry
+        if entry.dead:
+            raise Failed(
+                "LMDB environment is closed or was opened by another process (fork)",
+                path=self.path,
+                opened_by_pid=entry.pid,
+                pid=os.getpid(),
+            )
+        return entry
+
+    def _release(self) -> None:
+        entry = self._entry
+        with _registry_lock:
+            entry.refs -= 1
+            last = entry.refs == 0
+            if last and _registry.get(entry.path) is entry:
+                del _registry[entry.path]
+        if last and entry.pid == os.getpid() and not entry.dead:
+            try:
+                entry.close()
+            except lmdb.Error as exc:
+                raise _map_error(exc, op="close", path=entry.path) from exc
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"LmdbBackend({self.path!r}, sync={self.sync}, {state})"
+
+
+# -- the store ---------------------------------------------------------------------------------
+
+
+class LmdbSessionStore(KernelStore):
+    """The embedded default :class:`~storage.SessionStore`: the kernel on LMDB.
+
+    Durable by default: every operation is one write transaction that is
+    fsynced before the call returns (``sync=False`` only for bulk set-up).
+    Concurrent operations share commits through the batching writer, each
+    still checked and applied atomically. Several processes may open the same
+    directory. :meth:`drain` waits for the writer to be idle; :meth:`close`
+    releases this store's share of the environment.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        clock: Clock | None = None,
+        sync: bool = True,
+        map_size: int = DEFAULT_MAP_SIZE,
+        auto_grow: bool = False,
+        max_map_size: int | None = None,
+        retention_seconds: float = 86400.0,
+    ) -> None:
+        backend = LmdbBackend(
+            path,
+            tables=KernelStore.TABLES,
+            sync=sync,
+            map_size=map_size,
+            auto_grow=auto_grow,
+            max_map_size=max_map_size,
+        )
+        try:
+            super().__init__(backend, clock=clock, retention_seconds=retention_seconds)
+        except BaseException:
+            backend.close()
+            raise
+        self.lmdb_backend = backend
+
+    def drain(self) -> None:
+        """Return once every write submitted so far is committed (or failed)."""
+        self.lmdb_backend.drain()
+
+    def close(self) -> None:
+        """Release the environment (shared, reference counted). Idempotent."""
+        self.lmdb_backend.close()
