@@ -1,0 +1,676 @@
+"""KernelStore contract logic, exercised on MemorySessionStore.
+
+The cross-store scenarios live in ``test_contract.py``; these tests pin the
+kernel's own decisions (indexes, markers, ordering of checks) and that a
+failed operation writes nothing.
+"""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+from builders import (
+    CLAIM_TTL,
+    HOST,
+    NS,
+    SESSION,
+    acceptance,
+    admission_lease,
+    artifact_terminal,
+    continuation,
+    drive,
+    fresh_session,
+    moved,
+    plain_run,
+    setup_session,
+    terminal,
+)
+
+import storage
+from statemachines import DeliveryStatus, ExecutionStatus, RunStatus, SessionStatus
+from storage import (
+    AlreadyExists,
+    ArtifactLimits,
+    AttemptRecord,
+    Conflict,
+    ConsumerTerminated,
+    CorruptRecord,
+    Delivered,
+    DeliveryClaim,
+    DeliveryClaimed,
+    IdempotencyConflict,
+    IllegalTransition,
+    InputPart,
+    InvalidRecord,
+    ManualClock,
+    MemorySessionStore,
+    NotFound,
+    QuotaExceeded,
+    Retryable,
+    RunConflict,
+    StaleFence,
+    TerminalCommit,
+)
+from storage import _codec as codec
+
+replace = msgspec.structs.replace
+LIMITS = ArtifactLimits(max_single_bytes=100, max_retained_bytes=150)
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(start=1_700_000_000.0)
+
+
+@pytest.fixture
+def store(clock: ManualClock) -> MemorySessionStore:
+    s = MemorySessionStore(clock=clock, retention_seconds=3600.0)
+    setup_session(s, clock)
+    return s
+
+
+def _tables(store: MemorySessionStore) -> dict[str, list[tuple[bytes, bytes]]]:
+    return store.backend.read(lambda txn: {t: list(txn.scan(t)) for t in store.TABLES})
+
+
+def _terminal_record(store: MemorySessionStore, clock: ManualClock, **kw: str) -> AttemptRecord:
+    record = drive(store, store.accept_attempt(acceptance(clock, **kw)), clock)
+    return store.commit_terminal(terminal(record, clock))
+
+
+def _claim(claim_id: str, clock: ManualClock, run_id: str | None = None) -> DeliveryClaim:
+    return DeliveryClaim(
+        claim_id=claim_id, deadline=clock.now() + CLAIM_TTL, continuation_run_id=run_id
+    )
+
+
+# -- acceptance -------------------------------------------------------------------------------
+
+
+def test_accept_is_idempotent_for_the_same_record(
+    store: MemorySessionStore, clock: ManualClock
+) -> None:
+    first = store.accept_attempt(acceptance(clock))
+    assert store.accept_attempt(acceptance(clock)) == first
+    with pytest.raises(AlreadyExists):
+        store.accept_attempt(acceptance(clock, generation=2))
+
+
+def test_a_second_active_attempt_on_one_agent_conflicts_until_the_first_is_terminal(
+    store: MemorySessionStore, clock: ManualClock
+) -> None:
+    store.accept_attempt(acceptance(clock))
+    with pytest.raises(Conflict):
+        store.accept_attempt(acceptance(clock, attempt_id="subattempt_2"))
+    _terminal_record(store, clock, attempt_id="subattempt_3", agent_id="other-bg-1")
+    with pytest.raises(Conflict):
+        store.accept_attempt(acceptance(clock, attempt_id="subattempt_2"))
+    store.reconcile(NS)
+    clock.advance(31)
+    store.reconcile(NS)
+    assert store.accept_attempt(acceptance(clock, attempt_id="subattempt_2")).attempt_id
+
+
+def test_an_acceptance_whose_lease_already_expired_is_refused(
+    store: MemorySessionStore, clock: ManualClock
+) -> None:
+    record = acceptance(clock)
+    clock.advance(30)
+    before = _tables(store)
+    with pytest.raises(Conflict):
+        store.accept_attempt(record)
+    assert _tables(store) == before
+
+
+def test_acceptance_needs_an_active_unfenced_session(
+    store: MemorySessionStore, clock: ManualClock
+) -> None:
+    with pytest.raises(Conflict):
+        store.accept_attempt(acceptance(clock, session_id="missing"))
+    store.update_session_status(SESSION, SessionStatus.INACTIVE)
+    with pytest.raises(Conflict):
+        store.accept_attempt(acceptance(clock))
+    store.fence_session_deletion(SESSION)
+    with pytest.raises(Conflict):
+        store.accept_attempt(acceptance(clock))
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"execution_status": ExecutionStatus.RUNNING},
+        {"delivery_status": DeliveryStatus.CLAIMED},
+        {"terminal_at": 1.0},
+        {"attempt_id": "bad\x00id"},
+        {"updated_at": 1.0},
+    ],
+)
+def test_a_non_canonical_acceptance_is_an_invalid_record(
+    store: MemorySessionStore, clock: ManualClock, changes: dict[str, object]
+) -> None:
+    with pytest.raises(InvalidRecord):
+        store.accept_attempt(replace(acceptance(clock), **changes))
+
+
+# -- fencing ----------------------------------------------------------------------------------
+
+
+def test_an_expired_owner_cannot_update_heartbeat_or_commit_and_nothing_changes(
+    store: MemorySessionStore, clock: ManualClock
+) -> None:
+    record = drive(store, store.accept_attempt(acceptance(clock)), clock, ("starting",))
+    clock.advance(30)
+    before = _tables(store)
+    with pytest.raises(StaleFence):
+        store.update_attempt_execution(moved(record, "running", clock))
+    with pytest.raises(StaleFence):
+        store.heartbeat_attempt(record.attempt_id, HOST, 1, clock.now() + 30)
+    record = store.load_attempt(record.attempt_id)
+    with pytest.raises(StaleFence):
+        store.commit_terminal(terminal(drive_local(record, clock), clock))
+    assert _tables(store) == before
+
+
+def drive_local(record: AttemptRecord, clock: ManualClock) -> AttemptRecord:
+    return moved(record, "running", clock)
+
+
+def test_a_takeover_fences_out_the_previous_owner(
+    store: MemorySessionStore, clock: ManualClock
+) -> None:
+    record = store.accept_attempt(acceptance(clock))
+    with pytest.raises(StaleFence):
+        store.take_over_attempt(record.attempt_id, "host-b", 2, clock.now() + 60)
+    clock.advance(31)
+    with pytest.raises(StaleFence):
+        store.take_over_attempt(record.attempt_id, "host-b", 1, clock.now() + 60)
+    taken = store.take_over_attempt(record.attempt_id, "host-b", 2, clock.now() + 60)
+    assert taken.owner_lease.host_instance_id == "host-b"
+    with pytest.raises(StaleFence):
+        store.heartbeat_attempt(record.attempt_id, HOST, 1, clock.now() + 30)
+    with pytest.raises(StaleFence):
+        store.update_attempt_execution(moved(record, "starting", clock))
+    new = store.update_attempt_execution(moved(taken, "starting", clock))
+    assert new.execution_status == ExecutionStatus.STARTING
+
+
+def test_heartbeat_extends_the_lease_and_refuses_a_past_expiry(
+    store: MemorySessionStore, clock: ManualClock
+) -> None:
+    record = store.accept_attempt(acceptance(clock))
+    clock.advance(10)
+    beat = store.heartbeat_attempt(record.attempt_id, HOST, 1, clock.now() + 30)
+    assert beat.owner_lease.heartbeat_at == clock.now()
+    assert beat.owner_lease.lease_expires_at == clock.now() + 30
+    with pytest.raises(Conflict):
+        store.heartbeat_attempt(record.attempt_id, HOST, 1, clock.now())
+    with pytest.raises(StaleFence):
+        store.heartbeat_attempt(record.attempt_id, HOST, 2, clock.now() + 30)
+
+
+def test_update_allows_only_table_moves_and_only_status_and_child_run(
+    store: MemorySessionStore, clock: ManualClock
+) -> None:
+    record = store.accept_attempt(acceptance(clock))
+    with pytest.raises(IllegalTransition) as info:
+        store.update_attempt_execution(moved(record, "running", clock))
+    assert (info.value.source, info.value.dest) == ("accepted", "running")
+    with pytest.raises(InvalidRecord):
+        store.update_attempt_execution(moved(record, "starting", clock, profile="other"))
+    with pytest.raises(InvalidRecord):
+        store.update_attempt_execution(moved(record, "completed", clock))
+    started = store.update_attempt_execution(moved(record, "starting", clock))
+    assert store.update_attempt_execution(moved(started, "starting", clock)) == started
+
+
+# -- terminal commit and replay ---------------------------------------------------------------
+
+
+def test_exact_replay_is_ok_after_lease_and_retention_expiry_and_forgeries_conflict(
+    store: MemorySessionStore, clock: ManualClock
+) -> None:
+    record = drive(store, store.accept_attempt(acceptance(clock)), clock)
+    commit = terminal(record, clock, retention=60.0)
+    committed = store.commit_terminal(commit)
+    assert committed.terminal_fingerprint == storage.terminal_fingerprint(commit)
+    assert store.list_active_attempts(NS) == []
+    clock.advance(31)
+    assert store.commit_terminal(commit) == committed
+    clock.advance(60)
+    assert [r.attempt_id for r in store.expire_retention(NS)] == [record.attempt_id]
+    assert store.commit_terminal(commit).retention_status == "expired"
+    forged = replace(commit.record, result_ref=replace(commit.record.result_ref, content="x"))
+    with pytest.raises(Conflict):
+        store.commit_terminal(TerminalCommit(record=forged))
+    bumped = replace(
+        commit.record, owner_lease=replace(commit.record.owner_lease, fencing_generation=2)
+    )
+    with pytest.raises(Conflict):
+        store.commit_terminal(TerminalCommit(record=bumped))
+
+
+def test_a_terminal_commit_with_a_wrong_digest_is_refused(
+    store: MemorySessionStore, clock: ManualClock
+) -> None:
+    record = drive(store, store.accept_attempt(acceptance(clock)), clock)
+    commit = terminal(record, clock)
+    ref = replace(commit.record.result_ref, digest=storage.result_digest("other"))
+    with pytest.raises(InvalidRecord):
+        store.commit_terminal(TerminalCommit(record=replace(commit.record, result_ref=ref)))
+    assert store.load_attempt(record.attempt_id).execution_status == ExecutionStatus.RUNNING
+
+
+def test_terminal_commit_indexes_the_result_as_pending_and_frees_the_agent(
+    store: MemorySessionStore, clock: ManualClock
+) -> None:
+    committed = _terminal_record(store, clock)
+    tables = _tables(store)
+    assert tables["active"] == [] and tables["agents"] == []
+    assert [r.attempt_id for r in store.list_pending_attempts(NS, SESSION)] == [
+        committed.attempt_id
+    ]
+    assert len(tables["retention"]) == 1
+
+
+# -- artifacts --------------------------------------------------------------------------------
+
+
+def _artifact_commit(
+    store: MemorySessionStore, clock: ManualClock, n: int, size: int, **kw: object
+) -> TerminalCommit:
+    record = drive(
+        store,
+        store.accept_attempt(acceptance(clock, attempt_id=f"subattempt_a{n}", agent_id=f"ag-{n}")),
+        clock,
+    )
+    return artifact_terminal(record, clock, artifact_ref=f"art-{n}", content="x" * size, **kw)  # type: ignore[arg-type]
+
+
+def test_artifacts_need_limits_and_respect_single_and_aggregate_quotas(
+    store: MemorySessionStore, clock: ManualClock
+) -> None:
+    with pytest.raises(Conflict):
+        store.commit_terminal(_artifact_commit(store, clock, 1, 10))
+    with pytest.raises(QuotaExceeded):
+        store.commit_terminal(_artifact_commit(store, clock, 2, 101, limits=LIMITS))
+    store.commit_terminal(_artifact_commit(store, clock, 3, 100, limits=LIMITS))
+    with pytest.raises(QuotaExceeded):
+        store.commit_terminal(_artifact_commit(store, clock, 4, 51, limits=LIMITS))
+    ok = store.commit_terminal(_artifact_commit(store, clock, 5, 50, limits=LIMITS))
+    assert store.load_artifact("art-5").size_bytes == 50
+    assert ok.retention_status == "artifact"
+
+
+def test_the_aggregate_quota_counts_only_unexpired_artifacts(
+    store: MemorySessionStore, clock: ManualClock
+) -> None:
+    store.commit_terminal(_artifact_commit(store, clock, 1, 100, limits=LIMITS, retention=10.0))
+    late = _artifact_commit(store, clock, 2, 100, limits=LIMITS, retention=100.0)
+    with pytest.raises(QuotaExceeded):
+        store.commit_terminal(late)
+    clock.advance(10)  # art-1 expired by time, not yet by expire_retention
+    late = replace(
+        late,
+        record=replace(late.record, terminal_at=clock.now(), updated_at=clock.now()),
+    )
+    assert store.commit_terminal(late).retention_status == "artifact"
+
+
+def test_retention_expiry_deletes_content_keeps_evidence_and_is_idempotent(
+    store: MemorySessionStore, clock: ManualClock
+) -> None:
+    commit = _artifact_commit(store, clock, 1, 20, limits=LIMITS, retention=60.0)
+    committed = store.commit_terminal(commit)
+    clock.advance(59)
+    assert store.expire_retention(NS) == []
+    clock.advance(1)
+    with pytest.raises(NotFound):
+        store.load_artifact("art-1")
+    (expired,) = store.expire_retention(NS)
+    assert expired.retention_status == "expired"
+    assert expired.result_ref == storage.ResultRef(
+        digest=committed.result_ref.digest,
+        size_bytes=20,  # type: ignore[union-attr]
+    )
+    assert expired.terminal_fingerprint == committed.terminal_fingerprint
+    assert store.expire_retention(NS) == []
+    assert store.commit_terminal(commit) == expired
+    tables = _tables(store)
+    assert (
+        tables["artifacts"] == [] and tables["artifact_index"] == [] and tables["retention"] == []
+    )
+
+
+def test_retention_expiry_honours_its_limit_in_deadline_order(
+    store: MemorySessionStore, clock: ManualClock
+) -> None:
+    ids = []
+    for n, retention in enumerate((30.0, 10.0, 20.0)):
+        record = drive(
+            store, store.accept_attempt(acceptance(clock, f"subattempt_{n}", f"ag-{n}")), clock
+        )
+        ids.append(store.commit_terminal(terminal(record, clock, retention=retention)).attempt_id)
+    clock.advance(100)
+    assert [r.attempt_id for r in store.expire_retention(NS, limit=2)] == [ids[1], ids[2]]
+    assert [r.attempt_id for r in store.expire_retention(NS, limit=2)] == [ids[0]]
+
+
+# -- delivery ---------------------------------------------------------------------------------
+
+
+def test_claims_conflict_release_and_acknowledge(
+    store: MemorySessionStore, clock: ManualClock
+) -> None:
+    record = _terminal_record(store, clock)
+    aid = record.attempt_id
+    store.claim_delivery(aid, _claim("c1", clock))
+    assert store.claim_delivery(aid, store.load_attempt(aid).delivery_claim).delivery_status == (  # type: ignore[arg-type]
+        "claimed"
+    )
+    with pytest.raises(DeliveryClaimed):
+        store.claim_delivery(aid, _claim("c2", clock))
+    assert store.release_delivery(aid, "c1", Retryable()).delivery_status == "undelivered"
+    assert store.release_delivery(aid, "c1", Retryable()).delivery_status == "undelivered"
+    with pytest.raises(Conflict):
+        store.release_delivery(aid, "c1", ConsumerTerminated(run_id="r"))
+    store.claim_delivery(aid, _claim("c2", clock))
+    delivered = store.acknowledge_delivery(aid, "c2")
+    assert delivered.delivered_claim_id == "c2"
+    assert store.acknowledge_delivery(aid, "c2") == delivered
+    with pytest.raises(Delivered):
+        store.acknowledge_delivery(aid, "c1")
+    with pytest.raises(Delivered):
+        store.claim_delivery(aid, _claim("c3", clock))
+    assert store.list_pending_attempts(NS) == [] and _tables(store)["claims"] == []
+
+
+def test_claiming_a_non_terminal_attempt_or_with_a_past_deadline_conflicts(
+    store: MemorySessionStore, clock: ManualClock
+) -> None:
+    record = store.accept_attempt(acceptance(clock))
+    with pytest.raises(Conflict):
+        store.claim_delivery(record.attempt_id, _claim("c", clock))
+    done = _terminal_record(store, clock, attempt_id="subattempt_2", agent_id="b")
+    with pytest.raises(Conflict):
+        store.claim_delivery(done.attempt_id, DeliveryClaim(claim_id="c", deadline=clock.now()))
+
+
+def _consumer(store: MemorySessionStore, clock: ManualClock, run_id: str) -> None:
+    store.admit_run(plain_run(clock, run_id, ttl=CLAIM_TTL + 30))
+    store.transition_run(SESSION, run_id, RunStatus.RUNNING, admission_id=f"adm-{run_id}")
+
+
+def test_an_expired_claim_of_a_live_consumer_survives_then_a_cancelled_consumer_suppresses(
+    store: MemorySessionStore, clock: ManualClock
+) -> None:
+    aid = _terminal_record(store, clock).attempt_id
+    _consumer(store, clock, "consumer")
+    store.claim_delivery(aid, _claim("c1", clock, "consumer"))
+    clock.advance(CLAIM_TTL + 1)
+    store.renew_run_admission(SESSION, "consumer", "adm-consumer", clock.now() + 60)
+    assert store.reconcile(NS) == []
+    with pytest.raises(DeliveryClaimed):
+        store.claim_delivery(aid, _claim("c2", clock), automatic=True)
+    store.transition_run(SESSION, "consumer", RunStatus.CANCELLED, admission_id="adm-consumer")
+    with pytest.raises(Conflict):
+        store.claim_delivery(aid, _claim("c2", clock), automatic=True)
+    released = store.load_attempt(aid)  # the release stayed committed
+    assert released.delivery_status == "undelivered"
+    assert released.automatic_continuation_suppressed_by_run_id == "consumer"
+    store.claim_delivery(aid, _claim("c3", clock))
+    delivered = store.acknowledge_delivery(aid, "c3")
+    assert delivered.automatic_continuation_suppressed_by_run_id is None
+
+
+def test_a_completed_consumers_old_claim_is_acknowledged_and_delivered_raised(
+    store: MemorySessionStore, clock: ManualClock
+) -> None:
+    aid = _terminal_record(store, clock).attempt_id
+    _consumer(store, clock, "consumer")
+    store.claim_delivery(aid, _claim("c1", clock, "consumer"))
+    store.transition_run(SESSION, "consumer", RunStatus.COMPLETED, admission_id="adm-consumer")
+    clock.advance(CLAIM_TTL + 1)
+    with pytest.raises(Delivered):
+        store.claim_delivery(aid, _claim("c2", clock))
+    assert store.load_attempt(aid).delivered_claim_id == "c1"
+
+
+def test_reconcile_releases_a_lost_consumers_claim_without_suppression(
+    store: MemorySessionStore, clock: ManualClock
+) -> None:
+    aid = _terminal_record(store, clock).attempt_id
+    store.claim_delivery(aid, _claim("c1", clock, "never-admitted"))
+    clock.advance(CLAIM_TTL)
+    (changed,) = store.reconcile(NS)
+    assert changed.delivery_status == "undelivered"
+    assert changed.automatic_continuation_suppressed_by_run_id is None
+
+
+def test_consumer_terminated_release_records_the_suppression(
+    store: MemorySessionStore, clock: ManualClock
+) -> None:
+    aid = _terminal_record(store, clock).attempt_id
+    store.claim_delivery(aid, _claim("c1", clock, "consumer"))
+    with pytest.raises(Conflict):
+        store.release_delivery(aid, "c1", ConsumerTerminated(run_id="other"))
+    released = store.release_delivery(aid, "c1", ConsumerTerminated(run_id="consumer"))
+    assert released.automatic_continuation_suppressed_by_run_id == "consumer"
+    with pytest.raises(Conflict):
+        store.claim_delivery(aid, _claim("c2", clock), automatic=True)
+
+
+# -- continuation -----------------------------------------------------------------------------
+
+
+def test_continuation_admits_exactly_one_run_and_replays_its_receipt(
+    store: MemorySessionStore, clock: ManualClock
+) -> None:
+    record = _terminal_record(store, clock)
+    request = continuation(record, clock, expected_head_run_id="parent-run-1")
+    receipt = store.acquire_continuation(request)
+    assert not receipt.idempotent_replay
+    assert receipt.record.delivery_status == "delivered"
+    assert receipt.record.continuation_run_id == receipt.run.run_id
+    assert receipt.run.trigger_type == storage.ASYNC_SUBAGENT_RESULT
+    assert receipt.cause == request.cause
+    assert store.acquire_continuation(request) == replace(receipt, idempotent_replay=True)
+    with pytest.raises(Delivered):
+        store.acquire_continuation(continuation(record, clock, run_id="another"))
+    runs = store.list_runs(SESSION)
+    assert [r.trigger_type for r in runs].count(storage.ASYNC_SUBAGENT_RESULT) == 1
+    assert store.commit_terminal(terminal(drive_done(record), clock)) is not None
+
+
+def drive_done(record: AttemptRecord) -> AttemptRecord:
+    # The terminal commit that produced ``record``, rebuilt from it (same times).
+    return replace(
+        record,
+        execution_status=ExecutionStatus.RUNNING,
+        result_ref=None,
+        retention_expires_at=None,
+        terminal_at=None,
+        terminal_fingerprint=None,
+        delivery_status=DeliveryStatus.UNDELIVERED,
+        delivered_claim_id=None,
+        continuation_run_id=None,
+    )
+
+
+@pytest.mark.parametrize("forgery", ["input", "empty", "cause", "head", "trigger"])
+def test_a_forged_continuation_conflicts_and_writes_nothing(
+    store: MemorySessionStore, clock: ManualClock, forgery: str
+) -> None:
+    record = _terminal_record(store, clock)
+    request = continuation(record, clock)
+    if forgery == "input":
+        request = continuation(record, clock, parts=(InputPart(text="forged"),))
+    elif forgery == "empty":
+        request = continuation(record, clock, parts=())
+    elif forgery == "cause":
+        request = replace(request, cause=replace(request.cause, result_size_bytes=1))
+    elif forgery == "head":
+        request = continuation(record, clock, expected_head_run_id="stale")
+    else:
+        request = replace(request, run=replace(request.run, trigger_type="user"))
+    before = _tables(store)
+    with pytest.raises(Conflict):
+        store.acquire_continuation(request)
+    assert _tables(store) == before
+
+
+def test_continuation_is_refused_while_another_run_is_live(
+    store: MemorySessionStore, clock: ManualClock
+) -> None:
+    record = _terminal_record(store, clock)
+    store.admit_run(plain_run(clock, "busy"))
+    with pytest.raises(RunConflict):
+        store.acquire_continuation(continuation(record, clock))
+
+
+def test_continuation_after_retention_expiry_carries_the_expiry_summary(
+    store: MemorySessionStore, clock: ManualClock
+) -> None:
+    commit = _artifact_commit(store, clock, 1, 20, limits=LIMITS, retention=60.0)
+    committed = store.commit_terminal(commit)
+    full = store.acquire_continuation
+    with pytest.raises(Conflict):  # the preview is not the complete artifact content
+        full(continuation(committed, clock))
+    clock.advance(60)
+    (expired,) = store.expire_retention(NS)
+    receipt = store.acquire_continuation(continuation(expired, clock))
+    assert "expired" in receipt.run.input[0].text
+
+
+def test_continuation_with_an_artifact_needs_its_full_content(
+    store: MemorySessionStore, clock: ManualClock
+) -> None:
+    committed = store.commit_terminal(_artifact_commit(store, clock, 1, 20, limits=LIMITS))
+    receipt = store.acquire_continuation(continuation(committed, clock, artifact_content="x" * 20))
+    assert receipt.run.input[0].text.endswith("x" * 20)
+
+
+# -- reconcile, fence, runs -------------------------------------------------------------------
+
+
+def test_reconcile_fails_lost_attempts_with_a_fingerprint_and_keeps_live_ones(
+    store: MemorySessionStore, clock: ManualClock
+) -> None:
+    lost = store.accept_attempt(acceptance(clock))
+    clock.advance(20)
+    live = store.accept_attempt(acceptance(clock, "subattempt_2", "other", host="host-b"))
+    clock.advance(10)
+    (changed,) = store.reconcile(NS)
+    assert changed.attempt_id == lost.attempt_id
+    assert changed.execution_status == "failed"
+    assert changed.failure_category == "host_process_lost"
+    assert changed.result_ref == storage.ResultRef(
+        error="host process lost",
+        digest=storage.result_digest(None, "host process lost"),
+        size_bytes=len("host process lost"),
+    )
+    assert changed.retention_expires_at == clock.now() + 3600.0
+    assert changed.terminal_at == changed.updated_at == clock.now()
+    unfingerprinted = replace(changed, terminal_fingerprint=None)
+    assert changed.terminal_fingerprint == storage.terminal_fingerprint(
+        TerminalCommit(record=unfingerprinted)
+    )
+    assert store.commit_terminal(TerminalCommit(record=unfingerprinted)) == changed
+    assert [r.attempt_id for r in store.list_active_attempts(NS)] == [live.attempt_id]
+    with pytest.raises(StaleFence):
+        store.heartbeat_attempt(lost.attempt_id, HOST, 1, clock.now() + 30)
+    assert store.reconcile(NS) == []
+
+
+def test_a_deletion_fence_waits_for_live_leases_and_then_fails_writes_closed(
+    store: MemorySessionStore, clock: ManualClock
+) -> None:
+    record = store.accept_attempt(acceptance(clock))
+    before = _tables(store)
+    with pytest.raises(Conflict):
+        store.fence_session_deletion(SESSION)
+    assert _tables(store) == before
+    clock.advance(30)
+    fenced = store.fence_session_deletion(SESSION)
+    assert fenced.status == "deleting"
+    assert store.fence_session_deletion(SESSION) == fenced
+    with pytest.raises(Conflict):
+        store.take_over_attempt(record.attempt_id, "host-b", 2, clock.now() + 30)
+    with pytest.raises(Conflict):
+        store.admit_run(plain_run(clock, "late"))
+    with pytest.raises(IllegalTransition):
+        store.update_session_status(SESSION, SessionStatus.ACTIVE)
+
+
+def test_run_admission_is_idempotent_by_key_and_single_live_per_session(
+    store: MemorySessionStore, clock: ManualClock
+) -> None:
+    request = plain_run(clock, "r1")
+    first = store.admit_run(request, idempotency_key="k1")
+    assert first.run.sequence_no == 2 and not first.idempotent_replay
+    clock.advance(1)
+    replay = store.admit_run(request, idempotency_key="k1")
+    assert replay == replace(first, idempotent_replay=True)
+    with pytest.raises(IdempotencyConflict):
+        store.admit_run(plain_run(clock, "r1", text="other"), idempotency_key="k1")
+    with pytest.raises(RunConflict):
+        store.admit_run(plain_run(clock, "r2"))
+    with pytest.raises(StaleFence):
+        store.transition_run(SESSION, "r1", RunStatus.RUNNING, admission_id="wrong")
+    clock.advance(30)
+    with pytest.raises(StaleFence):
+        store.transition_run(SESSION, "r1", RunStatus.RUNNING, admission_id="adm-r1")
+    assert store.admit_run(plain_run(clock, "r2")).run.sequence_no == 3
+    assert [r.run_id for r in store.list_runs(SESSION)] == ["parent-run-1", "r1", "r2"]
+
+
+def test_admit_run_refuses_continuation_triggers(
+    store: MemorySessionStore, clock: ManualClock
+) -> None:
+    run = replace(plain_run(clock, "r1"), trigger_type=storage.ASYNC_SUBAGENT_RESULT)
+    with pytest.raises(Conflict):
+        store.admit_run(run)
+
+
+def test_sessions_are_idempotent_and_listed_by_namespace(clock: ManualClock) -> None:
+    store = MemorySessionStore(clock=clock)
+    created = store.create_session(fresh_session(clock, "s2"))
+    store.create_session(fresh_session(clock, "s1"))
+    store.create_session(fresh_session(clock, "other", namespace_id="ns-2"))
+    assert store.create_session(fresh_session(clock, "s2")) == created
+    with pytest.raises(AlreadyExists):
+        store.create_session(replace(fresh_session(clock, "s2"), profile="x"))
+    assert [s.session_id for s in store.list_sessions(NS)] == ["s1", "s2"]
+    with pytest.raises(NotFound):
+        store.load_session("nope")
+    assert admission_lease(clock, "a").admission_id == "a"
+
+
+# -- corruption -------------------------------------------------------------------------------
+
+
+def test_corrupted_bytes_fail_closed_and_lose_nothing_else(
+    store: MemorySessionStore, clock: ManualClock
+) -> None:
+    good = store.accept_attempt(acceptance(clock))
+    bad = store.accept_attempt(acceptance(clock, "subattempt_2", "other"))
+    store.backend.write(lambda txn: txn.put("attempts", codec.key(bad.attempt_id), b"\xc1garbage"))
+    with pytest.raises(CorruptRecord) as info:
+        store.load_attempt(bad.attempt_id)
+    assert info.value.table == "attempts"
+    with pytest.raises(CorruptRecord):
+        store.heartbeat_attempt(bad.attempt_id, HOST, 1, clock.now() + 30)
+    assert store.load_attempt(good.attempt_id) == good
+    newer = replace(good, schema_version=storage.SCHEMA_VERSION + 1)
+    store.backend.write(
+        lambda txn: txn.put("attempts", codec.key(good.attempt_id), codec.ATTEMPT.encode(newer))
+    )
+    with pytest.raises(CorruptRecord):
+        store.load_attempt(good.attempt_id)
+
+
+def test_a_closed_store_fails_and_drain_returns(clock: ManualClock) -> None:
+    store = MemorySessionStore(clock=clock)
+    store.drain()
+    store.close()
+    with pytest.raises(storage.Failed):
+        store.load_session("s")
