@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import msgspec
 
-from ._ids import RunId, TaskId
+from ._errors import PayloadError
+from ._ids import RunId, TaskId, dec_hook
 from ._records import Record
 from ._usage import Usage
 
@@ -42,6 +43,21 @@ class SubagentExecutionOutcome(Record, frozen=True, kw_only=True, tag_field="out
 
     Completed: ClassVar[type[_Completed]]
     Failed: ClassVar[type[_Failed]]
+
+    @classmethod
+    def from_value(cls, value: Any) -> Self:
+        """Decode either variant (by its ``outcome`` tag) when called on the base class."""
+        if cls is not SubagentExecutionOutcome:
+            return super().from_value(value)
+        try:
+            decoded = msgspec.convert(value, _Completed | _Failed, dec_hook=dec_hook)
+        except msgspec.ValidationError as error:
+            raise PayloadError(
+                f"value does not decode into SubagentExecutionOutcome: {error}",
+                type=cls.__name__,
+                detail=str(error),
+            ) from error
+        return decoded  # type: ignore[return-value]
 
 
 class _Completed(SubagentExecutionOutcome, frozen=True, kw_only=True, tag="completed"):
