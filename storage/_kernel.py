@@ -15,7 +15,6 @@ Tables (``bytes -> bytes``; keys are NUL-joined ids, see :mod:`storage._codec`):
 table          key                                           value
 ============== ============================================= ====================
 sessions       session_id                                    SessionRecord
-fences         session_id (deletion-fenced sessions)         ``b""``
 runs           session_id, run_id                            RunRecord
 run_seq        session_id, 8-byte sequence_no                run_id
 heads          session_id                                    RunHead
@@ -172,7 +171,6 @@ class KernelStore(SessionStore):
 
     TABLES: tuple[str, ...] = (
         "sessions",
-        "fences",
         "runs",
         "run_seq",
         "heads",
@@ -201,10 +199,15 @@ class KernelStore(SessionStore):
             raise Failed("backend lacks tables the kernel needs", tables=missing)
         if not retention_seconds > 0:
             raise ValueError("retention_seconds must be positive")
-        self.backend = backend
+        self._backend = backend
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.retention_seconds = float(retention_seconds)
         self._check_schema()
+
+    @property
+    def backend(self) -> Backend:
+        """The byte-level backend this store runs on (tests inject bytes through it)."""
+        return self._backend
 
     def _check_schema(self) -> None:
         """Stamp a fresh store with the schema version; refuse a newer one."""
@@ -262,10 +265,6 @@ class KernelStore(SessionStore):
     def _put_attempt(txn: Txn, record: AttemptRecord) -> None:
         txn.put("attempts", codec.key(record.attempt_id), codec.ATTEMPT.encode(record))
 
-    @staticmethod
-    def _fenced(txn: Txn, session_id: str) -> bool:
-        return txn.get("fences", codec.key(session_id)) is not None
-
     def _live_head(self, txn: Txn, session_id: str, now: float) -> RunRecord | None:
         """The session's latest run when it is live. Earlier runs cannot be: a run
         is only admitted while the previous head is not live, and an expired
@@ -322,7 +321,10 @@ class KernelStore(SessionStore):
             )
 
     def _require_not_fenced(self, txn: Txn, record: AttemptRecord) -> None:
-        if self._fenced(txn, record.parent_session_id):
+        # The session record is the one source of truth for the fence; a missing
+        # session fails closed too.
+        session = self._session(txn, record.parent_session_id)
+        if session is None or session.status == SessionStatus.DELETING:
             raise Conflict(
                 "session is fenced for deletion",
                 attempt_id=record.attempt_id,
@@ -498,7 +500,6 @@ class KernelStore(SessionStore):
             _check(SESSION, session.status, SessionStatus.DELETING, session_id=session_id)
             new = _replace(session, status=SessionStatus.DELETING, updated_at=now)
             txn.put("sessions", codec.key(session_id), codec.SESSION.encode(new))
-            txn.put("fences", codec.key(session_id), b"")
             return new
 
         return self.backend.write(fn)
