@@ -280,6 +280,8 @@ class _Env:
         # The batching writer's state, guarded by ``mu``.
         self.mu = threading.Lock()
         self.idle = threading.Condition(self.mu)
+        # Notified whenever a write queues (lets tests and diagnostics wait for it).
+        self.enqueued = threading.Condition(self.mu)
         self.busy = False
         self.queue: collections.deque[_Pending[Any]] = collections.deque()
 
@@ -347,6 +349,7 @@ class _Env:
             if self.busy:
                 pending = _Pending(fn, dbs)
                 self.queue.append(pending)
+                self.enqueued.notify_all()
             else:
                 self.busy = True
         if pending is None:
@@ -669,6 +672,7 @@ def _after_fork_in_child() -> None:
         # fail cleanly instead of hanging.
         entry.mu = threading.Lock()
         entry.idle = threading.Condition(entry.mu)
+        entry.enqueued = threading.Condition(entry.mu)
         entry.gate = _Gate()
         entry.busy = False
         entry.queue.clear()
