@@ -1,0 +1,79 @@
+"""Store fixtures: every contract test runs against each store.
+
+``store`` is parametrized over ``memory``, ``lmdb`` and ``lmdb-reopen``, each
+built with the test's :class:`~storage.ManualClock` as ``clock=``. A test calls
+``store = reopen(store)`` at the point where persistence matters: for
+``lmdb-reopen`` the environment is closed and a new store is opened on the
+same path (same clock); for the other kinds the same store comes back.
+Whatever store is current at the end is closed in teardown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from builders import Reopen
+
+from storage import LmdbSessionStore, ManualClock, MemorySessionStore, SessionStore
+
+STORE_KINDS = ("memory", "lmdb", "lmdb-reopen")
+
+
+class Stores:
+    """Opens the store of one kind and reopens it on demand."""
+
+    def __init__(self, kind: str, path: Path, clock: ManualClock) -> None:
+        self.kind = kind
+        self.path = path
+        self.clock = clock
+        self.reopened = 0
+        self.reopen_requested = False
+        self.current = self._open()
+
+    def _open(self) -> SessionStore:
+        if self.kind == "memory":
+            return MemorySessionStore(clock=self.clock)
+        return LmdbSessionStore(str(self.path), clock=self.clock)
+
+    def reopen(self, store: SessionStore) -> SessionStore:
+        assert store is self.current, "reopen the current store: store = reopen(store)"
+        if self.kind != "lmdb-reopen":
+            return store
+        store.close()
+        self.current = self._open()
+        self.reopened += 1
+        return self.current
+
+    def close(self) -> None:
+        self.current.close()
+        if self.kind == "lmdb-reopen" and self.reopen_requested:
+            # A test that asks for ``reopen`` must use it, or lmdb-reopen
+            # silently degrades to plain lmdb.
+            assert self.reopened > 0, "the test requested reopen but never reopened"
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(start=1_700_000_000.0)
+
+
+@pytest.fixture(params=STORE_KINDS)
+def stores(request: pytest.FixtureRequest, tmp_path: Path, clock: ManualClock) -> Iterator[Stores]:
+    handle = Stores(request.param, tmp_path / "store", clock)
+    try:
+        yield handle
+    finally:
+        handle.close()
+
+
+@pytest.fixture
+def store(stores: Stores) -> SessionStore:
+    return stores.current
+
+
+@pytest.fixture
+def reopen(stores: Stores) -> Reopen:
+    stores.reopen_requested = True
+    return stores.reopen
