@@ -84,7 +84,8 @@ def _counting_child() -> tuple[Any, list[int]]:
 
 def _failures(context: AgentContext) -> list[SubagentLifecycleEvent]:
     return [
-        SubagentLifecycleEvent.from_value(e.payload) for e in context.events.of_kind("subagent_failed")
+        SubagentLifecycleEvent.from_value(e.payload)
+        for e in context.events.of_kind("subagent_failed")
     ]
 
 

@@ -95,8 +95,10 @@ async def test_completed_event_reports_duration_request_count_and_previews() -> 
     child = AgentBuilder(FunctionModel(answer)).build()
     registry = _registry(SubagentConfig("research", child), clock=clock)
     context = AgentContext()
-    task = SubagentTask("collect\n   facts").with_id(TaskId.from_string("r-1")).with_metadata(
-        {"source": "docs"}
+    task = (
+        SubagentTask("collect\n   facts")
+        .with_id(TaskId.from_string("r-1"))
+        .with_metadata({"source": "docs"})
     )
 
     delegated = await registry.delegate_task("research", task, context)
@@ -181,9 +183,7 @@ async def test_children_share_the_parents_dependency_values() -> None:
         return "ok"
 
     tool = FunctionTool("lookup", None, {"type": "object"}, lookup)
-    child = (
-        AgentBuilder(TestModel.with_tool_calls([("lookup", {})], "child")).tool(tool).build()
-    )
+    child = AgentBuilder(TestModel.with_tool_calls([("lookup", {})], "child")).tool(tool).build()
     registry = _registry(SubagentConfig("research", child))
     database = Database()
     context = AgentContext()
@@ -207,6 +207,7 @@ async def test_a_failing_child_run_raises_subagent_run_failed_and_publishes_fail
 
     assert isinstance(caught.value.__cause__, ModelError)
     started, failed = _lifecycle(context)
+    assert started.kind == SubagentLifecycleKind.STARTED
     assert failed.kind == SubagentLifecycleKind.FAILED
     assert failed.run_id is not None
     assert failed.metadata["child_run_id"] == failed.run_id.as_str()
@@ -434,13 +435,11 @@ async def test_the_delegate_tool_prefers_the_handle_over_a_bare_context() -> Non
     )
 
     assert len(bare.events) == 0
-    assert [e.kind for e in live.events.events()][0] == "subagent_started"
+    assert live.events.events()[0].kind == "subagent_started"
 
 
 def test_the_delegate_tool_schema_lists_the_registered_names_and_forbids_extras() -> None:
-    registry = _registry(
-        SubagentConfig("research", _child()), SubagentConfig("writer", _child())
-    )
+    registry = _registry(SubagentConfig("research", _child()), SubagentConfig("writer", _child()))
 
     schema = registry.delegate_tool().definition().parameters_schema
 

@@ -30,9 +30,11 @@ from subagents import (
 
 async def test_an_app_runs_its_own_agent_and_delegates_to_a_registered_subagent() -> None:
     child = AgentBuilder(TestModel.with_text("child")).build()
-    app = AgentBuilder(TestModel.with_text("parent")).subagent(
-        SubagentConfig("research", child)
-    ).build_app()
+    app = (
+        AgentBuilder(TestModel.with_text("parent"))
+        .subagent(SubagentConfig("research", child))
+        .build_app()
+    )
 
     parent = await app.run("plan")
     assert parent.output == "parent"
@@ -44,9 +46,11 @@ async def test_an_app_runs_its_own_agent_and_delegates_to_a_registered_subagent(
 
 async def test_a_subagent_task_carries_its_id_and_metadata_into_the_delegation_envelope() -> None:
     child = AgentBuilder(TestModel.with_text("child")).build()
-    app = AgentBuilder(TestModel.with_text("parent")).subagent(
-        SubagentConfig("research", child)
-    ).build_app()
+    app = (
+        AgentBuilder(TestModel.with_text("parent"))
+        .subagent(SubagentConfig("research", child))
+        .build_app()
+    )
 
     context = AgentContext()
     task = (
@@ -130,9 +134,11 @@ async def test_the_typed_delegate_tool_runs_a_registered_child_from_tool_depende
 
 async def test_delegation_publishes_a_typed_started_event_on_the_parent_context() -> None:
     child = AgentBuilder(TestModel.with_text("child")).build()
-    app = AgentBuilder(TestModel.with_text("parent")).subagent(
-        SubagentConfig("research", child)
-    ).build_app()
+    app = (
+        AgentBuilder(TestModel.with_text("parent"))
+        .subagent(SubagentConfig("research", child))
+        .build_app()
+    )
     task = SubagentTask("collect facts").with_id(TaskId.from_string("research-1"))
     context = AgentContext()
 
@@ -178,6 +184,6 @@ async def test_child_records_are_merged_into_the_parent_stream_before_the_tool_r
         assert source.parent_run_id == parent_run_id
         assert source.run_id is not None and source.run_id != parent_run_id
         assert source.source_sequence == position
-    assert [r.kind for r in child_records][0] == "run_started"
-    assert [r.kind for r in child_records][-1] == "run_completed"
+    assert child_records[0].kind == "run_started"
+    assert child_records[-1].kind == "run_completed"
     assert child_records[-1].payload["output"] == "child"

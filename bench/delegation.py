@@ -1,0 +1,184 @@
+"""Blocking delegation: this SDK against pydantic-ai, measured side by side in one run.
+
+Scenarios (both frameworks on test models, no network):
+- ``delegation``: a parent run whose model calls the delegation tool once; the
+  tool runs a child agent (sharing usage with the parent) and the parent then
+  answers with text. Ours: ``AgentBuilder(...).subagent(SubagentConfig(...))``
+  with the built-in ``delegate`` tool. pydantic-ai: the usual agent-in-a-tool
+  pattern (``await child.run(prompt, usage=ctx.usage)`` inside ``@parent.tool``).
+- ``bare``: one child run with no tools.
+
+Prints ``ours / pydantic-ai`` per scenario against the target (<= 0.2); with
+``--json``, one JSON object with every figure and its target. Each figure is
+the median over several batches of the mean time per run. This is a benchmark,
+not a test: nothing here asserts timings.
+
+Run: ``python bench/delegation.py [--json] [--runs N] [--batches B]``
+(needs the ``bench`` extra: ``pydantic-ai-slim``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic_ai import RunContext
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+TARGET_RATIO = 0.2
+PROMPT = "collect facts"
+
+
+def _ours() -> tuple[Callable[[], Awaitable[Any]], Callable[[], Awaitable[Any]]]:
+    from subagents import AgentBuilder, SubagentConfig, TestModel
+
+    child = AgentBuilder(TestModel.with_text("child")).build()
+    parent = (
+        AgentBuilder(
+            TestModel.with_tool_calls(
+                [("delegate", {"name": "research", "prompt": PROMPT})], then="parent"
+            )
+        )
+        .subagent(SubagentConfig("research", child))
+        .build()
+    )
+
+    async def delegation() -> Any:
+        result = await parent.run("plan")
+        assert result.output == "parent" and result.usage.requests == 3, result
+        return result
+
+    async def bare() -> Any:
+        result = await child.run(PROMPT)
+        assert result.output == "child", result
+        return result
+
+    return delegation, bare
+
+
+def _theirs() -> tuple[Callable[[], Awaitable[Any]], Callable[[], Awaitable[Any]]]:
+    from pydantic_ai import Agent
+    from pydantic_ai.models.test import TestModel
+
+    child = Agent(TestModel(custom_output_text="child"))
+    # TestModel calls each listed tool once with schema-generated arguments,
+    # then answers with text: exactly one delegation per parent run.
+    parent = Agent(TestModel(call_tools=["delegate"], custom_output_text="parent"))
+
+    @parent.tool
+    async def delegate(ctx: RunContext[None], name: str, prompt: str) -> str:
+        """Delegate a task to a registered subagent and wait for its answer."""
+        result = await child.run(prompt, usage=ctx.usage)
+        return result.output
+
+    async def delegation() -> Any:
+        result = await parent.run("plan")
+        assert result.output == "parent" and result.usage.requests == 3, result
+        return result
+
+    async def bare() -> Any:
+        result = await child.run(PROMPT)
+        assert result.output == "child", result
+        return result
+
+    return delegation, bare
+
+
+async def _batch(fn: Callable[[], Awaitable[Any]], runs: int) -> float:
+    start = time.perf_counter()
+    for _ in range(runs):
+        await fn()
+    return (time.perf_counter() - start) / runs
+
+
+async def _measure_pair(
+    ours: Callable[[], Awaitable[Any]],
+    theirs: Callable[[], Awaitable[Any]],
+    runs: int,
+    batches: int,
+) -> tuple[float, float]:
+    """Median over ``batches`` of the mean seconds per run, for each side.
+
+    Batches alternate between the two frameworks so drift (frequency scaling,
+    noisy neighbours) hits both alike. pydantic-ai runs a quarter as many
+    iterations per batch: it is much slower, and the mean is stable anyway.
+    """
+    their_runs = max(1, runs // 4)
+    for _ in range(max(10, runs // 10)):
+        await ours()
+        await theirs()
+    ours_means, their_means = [], []
+    for _ in range(batches):
+        ours_means.append(await _batch(ours, runs))
+        their_means.append(await _batch(theirs, their_runs))
+    return statistics.median(ours_means), statistics.median(their_means)
+
+
+async def _main(runs: int, batches: int) -> dict[str, Any]:
+    import pydantic_ai
+
+    ours_delegation, ours_bare = _ours()
+    theirs_delegation, theirs_bare = _theirs()
+    figures: dict[str, Any] = {
+        "unit": "ms per run",
+        "runs_per_batch": runs,
+        "batches": batches,
+        "python": platform.python_version(),
+        "pydantic_ai": pydantic_ai.__version__,
+        "scenarios": {},
+    }
+    pairs = {
+        "delegation": (ours_delegation, theirs_delegation),
+        "bare": (ours_bare, theirs_bare),
+    }
+    for name, (ours, theirs) in pairs.items():
+        ours_s, theirs_s = await _measure_pair(ours, theirs, runs, batches)
+        ratio = ours_s / theirs_s
+        figures["scenarios"][name] = {
+            "ours_ms": round(ours_s * 1e3, 4),
+            "pydantic_ai_ms": round(theirs_s * 1e3, 4),
+            "ratio": round(ratio, 4),
+            "target_ratio": TARGET_RATIO,
+            "meets_target": ratio <= TARGET_RATIO,
+        }
+    return figures
+
+
+def _table(figures: dict[str, Any]) -> str:
+    lines = [
+        f"blocking delegation bench (python {figures['python']}, "
+        f"pydantic-ai {figures['pydantic_ai']}, median of {figures['batches']} batches)",
+        f"{'scenario':<12} {'ours ms':>10} {'pydantic-ai ms':>15} {'ratio':>8} "
+        f"{'target':>8} {'ok':>4}",
+    ]
+    for name, row in figures["scenarios"].items():
+        lines.append(
+            f"{name:<12} {row['ours_ms']:>10.4f} {row['pydantic_ai_ms']:>15.4f} "
+            f"{row['ratio']:>8.3f} {'<= ' + str(row['target_ratio']):>8} "
+            f"{'yes' if row['meets_target'] else 'NO':>4}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--runs", type=int, default=400, help="our runs per batch")
+    parser.add_argument("--batches", type=int, default=7)
+    args = parser.parse_args(argv)
+    figures = asyncio.run(_main(args.runs, args.batches))
+    print(json.dumps(figures, indent=2) if args.json else _table(figures))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
