@@ -19,19 +19,23 @@ big-endian encoding whose byte order is numeric order.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from ._errors import CorruptRecord
+from ._errors import CorruptRecord, InvalidRecord
 from ._records import (
     SCHEMA_VERSION,
+    AcquireContinuation,
     Artifact,
     AttemptRecord,
     ContinuationReceipt,
+    DeliveryClaim,
     RunAdmissionReceipt,
     RunRecord,
     SessionRecord,
+    TerminalCommit,
 )
 
 T = TypeVar("T")
@@ -50,16 +54,24 @@ class Codec(Generic[T]):
     """Encode and decode one record type, mapping every decode failure to
     :class:`CorruptRecord` (``table``, ``key``, ``reason``)."""
 
-    __slots__ = ("_decode", "_encode", "_versioned", "name")
+    __slots__ = ("_decode", "_encode", "_version", "name")
 
     def __init__(self, kind: type[T], *, versioned: bool = True) -> None:
         self.name = kind.__name__
         self._encode = msgspec.msgpack.Encoder(order="deterministic").encode
         self._decode = msgspec.msgpack.Decoder(kind).decode
-        self._versioned = versioned
+        self._version = _VERSION_OF.get(kind) if versioned else None
 
     def encode(self, value: T) -> bytes:
         return self._encode(value)
+
+    def normalize(self, value: object, *, what: str) -> T:
+        """``value`` re-read through its schema (enums, int-to-float), or
+        :class:`InvalidRecord` when a caller submits ill-typed data."""
+        try:
+            return self._decode(self._encode(value))
+        except (msgspec.DecodeError, msgspec.ValidationError, ValueError, TypeError) as exc:
+            raise InvalidRecord(f"ill-typed {what}", record=what, reason=str(exc)) from None
 
     def decode(self, data: bytes, *, table: str, key: bytes) -> T:
         try:
@@ -71,9 +83,9 @@ class Codec(Generic[T]):
                 key=key,
                 reason=str(exc),
             ) from None
-        if self._versioned:
-            version = _schema_version(value)
-            if version is not None and (version > SCHEMA_VERSION or version < 1):
+        if self._version is not None:
+            version = self._version(value)
+            if version > SCHEMA_VERSION or version < 1:
                 raise CorruptRecord(
                     f"{self.name} in table {table!r} has unknown schema_version {version}",
                     table=table,
@@ -83,14 +95,26 @@ class Codec(Generic[T]):
         return value
 
 
-def _schema_version(value: Any) -> int | None:
+def _own_version(value: Any) -> int:
+    return int(value.schema_version)
+
+
+def _continuation_version(value: Any) -> int:
     # Receipts have no version of their own: the records inside them do.
-    if isinstance(value, ContinuationReceipt):
-        return max(value.record.schema_version, value.run.schema_version)
-    if isinstance(value, RunAdmissionReceipt):
-        return int(value.run.schema_version)
-    version = getattr(value, "schema_version", None)
-    return version if isinstance(version, int) else None
+    return max(int(value.record.schema_version), int(value.run.schema_version))
+
+
+def _admission_version(value: Any) -> int:
+    return int(value.run.schema_version)
+
+
+_VERSION_OF: dict[type, Callable[[Any], int]] = {
+    SessionRecord: _own_version,
+    RunRecord: _own_version,
+    AttemptRecord: _own_version,
+    ContinuationReceipt: _continuation_version,
+    RunAdmissionReceipt: _admission_version,
+}
 
 
 SESSION = Codec(SessionRecord)
@@ -100,6 +124,9 @@ ARTIFACT = Codec(Artifact)
 ADMISSION_RECEIPT = Codec(RunAdmissionReceipt)
 CONTINUATION_RECEIPT = Codec(ContinuationReceipt)
 RUN_HEAD = Codec(RunHead, versioned=False)
+TERMINAL_COMMIT = Codec(TerminalCommit, versioned=False)
+DELIVERY_CLAIM = Codec(DeliveryClaim, versioned=False)
+ACQUIRE = Codec(AcquireContinuation, versioned=False)
 
 
 def key(*parts: str) -> bytes:

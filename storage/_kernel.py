@@ -39,6 +39,7 @@ quota reads ``artifact_index`` from now on (unexpired artifacts only).
 
 from __future__ import annotations
 
+import math
 import struct
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -142,6 +143,18 @@ def _check(machine: MachineSpec, source: str, dest: str, **fields: Any) -> None:
 def _check_id(what: str, value: object) -> None:
     if not isinstance(value, str) or not value or "\x00" in value:
         raise InvalidRecord(f"{what} must be a non-empty string without NUL", field=what)
+
+
+def _time(what: str, value: object) -> float:
+    """A finite time or :class:`InvalidRecord` (NaN or infinity would never expire)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidRecord(f"{what} must be a finite number of seconds", field=what)
+    return float(value)
+
+
+def _times(what: str, *values: object) -> None:
+    for value in values:
+        _time(what, value)
 
 
 def _run_live(run: RunRecord, now: float) -> bool:
@@ -417,6 +430,8 @@ class KernelStore(SessionStore):
     # -- sessions ----------------------------------------------------------------------------
 
     def create_session(self, session: SessionRecord) -> SessionRecord:
+        session = codec.SESSION.normalize(session, what="SessionRecord")
+        _times("session times", session.created_at, session.updated_at)
         _check_id("session_id", session.session_id)
         _check_id("namespace_id", session.namespace_id)
         if session.status == SessionStatus.DELETING:
@@ -509,8 +524,11 @@ class KernelStore(SessionStore):
     def admit_run(
         self, run: RunRecord, *, idempotency_key: str | None = None
     ) -> RunAdmissionReceipt:
+        run = codec.RUN.normalize(run, what="RunRecord")
         _check_id("session_id", run.session_id)
         _check_id("run_id", run.run_id)
+        if run.admission_lease is not None:
+            _time("admission lease_expires_at", run.admission_lease.lease_expires_at)
         if idempotency_key is not None:
             _check_id("idempotency_key", idempotency_key)
         if run.trigger_type == ASYNC_SUBAGENT_RESULT:
@@ -642,6 +660,8 @@ class KernelStore(SessionStore):
     def renew_run_admission(
         self, session_id: str, run_id: str, admission_id: str, lease_expires_at: float
     ) -> RunRecord:
+        lease_expires_at = _time("lease_expires_at", lease_expires_at)
+
         def fn(txn: Txn) -> RunRecord:
             now = self.clock.now()
             run = self._run(txn, session_id, run_id)
@@ -679,6 +699,7 @@ class KernelStore(SessionStore):
     # -- background attempts -----------------------------------------------------------------
 
     def accept_attempt(self, record: AttemptRecord) -> AttemptRecord:
+        record = codec.ATTEMPT.normalize(record, what="AttemptRecord")
         _validate_acceptance(record)
 
         def fn(txn: Txn) -> AttemptRecord:
@@ -732,6 +753,8 @@ class KernelStore(SessionStore):
         return self.backend.write(fn)
 
     def update_attempt_execution(self, record: AttemptRecord) -> AttemptRecord:
+        record = codec.ATTEMPT.normalize(record, what="AttemptRecord")
+
         def fn(txn: Txn) -> AttemptRecord:
             now = self.clock.now()
             stored = self._attempt(txn, record.attempt_id)
@@ -792,6 +815,8 @@ class KernelStore(SessionStore):
         fencing_generation: int,
         lease_expires_at: float,
     ) -> AttemptRecord:
+        lease_expires_at = _time("lease_expires_at", lease_expires_at)
+
         def fn(txn: Txn) -> AttemptRecord:
             now = self.clock.now()
             stored = self._attempt(txn, attempt_id)
@@ -822,6 +847,7 @@ class KernelStore(SessionStore):
         fencing_generation: int,
         lease_expires_at: float,
     ) -> AttemptRecord:
+        lease_expires_at = _time("lease_expires_at", lease_expires_at)
         _check_id("host_instance_id", host_instance_id)
 
         def fn(txn: Txn) -> AttemptRecord:
@@ -867,6 +893,7 @@ class KernelStore(SessionStore):
         return self.backend.write(fn)
 
     def commit_terminal(self, commit: TerminalCommit) -> AttemptRecord:
+        commit = codec.TERMINAL_COMMIT.normalize(commit, what="TerminalCommit")
         record = commit.record
         # Pure work (hashing, validating the submitted projection) happens before
         # the transaction so the writer holds the lock for as little as possible.
@@ -1011,7 +1038,9 @@ class KernelStore(SessionStore):
     def claim_delivery(
         self, attempt_id: str, claim: DeliveryClaim, *, automatic: bool = False
     ) -> AttemptRecord:
+        claim = codec.DELIVERY_CLAIM.normalize(claim, what="DeliveryClaim")
         _check_id("claim_id", claim.claim_id)
+        _time("claim deadline", claim.deadline)
 
         def fn(txn: Txn) -> tuple[AttemptRecord, StoreError | None]:
             now = self.clock.now()
@@ -1160,6 +1189,8 @@ class KernelStore(SessionStore):
         return self.backend.write(fn)
 
     def acquire_continuation(self, request: AcquireContinuation) -> ContinuationReceipt:
+        request = codec.ACQUIRE.normalize(request, what="AcquireContinuation")
+        _time("claim_deadline", request.claim_deadline)
         run = request.run
         _check_id("run_id", run.run_id)
         _check_id("claim_id", request.claim_id)
@@ -1445,6 +1476,13 @@ def _validate_acceptance(record: AttemptRecord) -> None:
     for name in ("attempt_id", "agent_id", "namespace_id", "parent_session_id", "parent_run_id"):
         _check_id(name, getattr(record, name))
     lease = record.owner_lease
+    _times(
+        "acceptance times",
+        lease.heartbeat_at,
+        lease.lease_expires_at,
+        record.accepted_at,
+        record.updated_at,
+    )
     problems = []
     if record.schema_version != SCHEMA_VERSION:
         problems.append("schema_version")
@@ -1518,6 +1556,9 @@ def _validate_terminal(
     if record.terminal_at is None or record.terminal_at != record.updated_at:
         raise bad("terminal_at must equal updated_at")
     deadline = record.retention_expires_at
+    _times("terminal times", record.terminal_at, record.updated_at)
+    if deadline is not None:
+        _time("retention_expires_at", deadline)
     if deadline is None or deadline <= now:
         raise bad("retention deadline must be after now", retention_expires_at=deadline, now=now)
     if record.terminal_fingerprint is not None and record.terminal_fingerprint != fingerprint:
@@ -1533,6 +1574,7 @@ def _validate_terminal(
         raise bad("retention must be inline or artifact")
     if artifact is None:
         raise bad("artifact retention needs the artifact")
+    _times("artifact times", artifact.created_at, artifact.expires_at)
     limits = commit.artifact_limits
     if limits is None:
         raise bad("an artifact needs artifact_limits")

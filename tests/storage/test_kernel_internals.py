@@ -674,3 +674,42 @@ def test_a_closed_store_fails_and_drain_returns(clock: ManualClock) -> None:
     store.close()
     with pytest.raises(storage.Failed):
         store.load_session("s")
+
+
+# -- bad input --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("expiry", [float("nan"), float("inf"), "soon", None, True])
+def test_a_non_finite_or_ill_typed_lease_expiry_is_an_invalid_record(
+    store: MemorySessionStore, clock: ManualClock, expiry: object
+) -> None:
+    record = store.accept_attempt(acceptance(clock))
+    with pytest.raises(InvalidRecord):
+        store.heartbeat_attempt(record.attempt_id, HOST, 1, expiry)  # type: ignore[arg-type]
+    lease = replace(record.owner_lease, lease_expires_at=expiry)
+    with pytest.raises(InvalidRecord):
+        store.accept_attempt(replace(acceptance(clock, "subattempt_2", "b"), owner_lease=lease))
+    assert store.load_attempt(record.attempt_id) == record
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"owner_lease": None}, {"attempt_id": 7}, {"trace_context": {"a": 1}}, {"profile": b"x"}],
+)
+def test_an_ill_typed_record_is_an_invalid_record_not_a_crash(
+    store: MemorySessionStore, clock: ManualClock, changes: dict[str, object]
+) -> None:
+    with pytest.raises(InvalidRecord):
+        store.accept_attempt(replace(acceptance(clock), **changes))
+    record = drive(store, store.accept_attempt(acceptance(clock)), clock)
+    commit = terminal(record, clock)
+    with pytest.raises(InvalidRecord):
+        store.commit_terminal(replace(commit, record=replace(commit.record, **changes)))
+    assert store.load_attempt(record.attempt_id) == record
+
+
+def test_a_submitted_record_with_string_statuses_is_normalized(
+    store: MemorySessionStore, clock: ManualClock
+) -> None:
+    record = store.accept_attempt(replace(acceptance(clock), execution_status="accepted"))  # type: ignore[arg-type]
+    assert record.execution_status is ExecutionStatus.ACCEPTED
