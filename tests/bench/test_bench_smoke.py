@@ -1,0 +1,51 @@
+"""bench/store.py runs end to end (quick mode) and reports every figure with its target.
+
+A smoke test only: it never asserts timing.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "store.py"
+OPERATIONS = {"accept", "update", "heartbeat", "terminal_commit", "claim", "acknowledge"}
+
+
+def test_the_store_bench_prints_every_operation_and_the_reconcile_ratio_as_json() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "--quick", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+
+    assert set(result["operations"]) == OPERATIONS
+    for figure in result["operations"].values():
+        assert figure["ops_per_s"] > 0
+        assert figure["raw_commits_per_s"] > 0
+        assert figure["target_ratio_min"] == 0.7
+        assert isinstance(figure["meets_target"], bool)
+    reconcile = result["reconcile"]
+    assert reconcile["target_ratio_max"] == 2.0
+    assert reconcile["large_history_terminal"] > reconcile["small_history_terminal"]
+    assert reconcile["ratio"] > 0
+
+
+def test_the_store_bench_prints_a_table_for_people() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    for name in OPERATIONS:
+        assert name in done.stdout
+    assert "reconcile ratio" in done.stdout
