@@ -167,8 +167,9 @@ class Agent:
         if run_id is None:
             run_id = RunId.generate(self._ids)
         context.run_id = run_id
-        if context.conversation_id is None:
-            context.conversation_id = ConversationId.generate(self._ids)
+        conversation_id = context.conversation_id
+        if conversation_id is None:
+            conversation_id = context.conversation_id = ConversationId.generate(self._ids)
         usage = context.usage
         start = usage.copy()
         user = UserPromptPart(content=prompt)
@@ -199,6 +200,12 @@ class Agent:
             usage.requests += 1
             usage.input_tokens += response.usage.input_tokens
             usage.output_tokens += response.usage.output_tokens
+            if not response.parts:
+                raise ModelError(
+                    f"model {self.model.name!r} returned a response with no parts",
+                    model=self.model.name,
+                    run_id=run_id.as_str(),
+                )
             messages.append(response)
             calls = [part for part in response.parts if isinstance(part, ToolCallPart)]
             if not calls:
@@ -223,6 +230,8 @@ class Agent:
                 await self._call_tool(
                     call,
                     context=context,
+                    run_id=run_id,
+                    conversation_id=conversation_id,
                     dependencies=dependencies,
                     step=requests,
                     retries=retries,
@@ -265,6 +274,8 @@ class Agent:
         call: ToolCallPart,
         *,
         context: AgentContext,
+        run_id: RunId,
+        conversation_id: ConversationId,
         dependencies: Dependencies,
         step: int,
         retries: dict[str, int],
@@ -276,10 +287,9 @@ class Agent:
                 TOOL_CALL,
                 {"tool_name": name, "tool_call_id": call.tool_call_id, "args": call.args},
             )
-        assert context.run_id is not None and context.conversation_id is not None
         tool_context = ToolContext(
-            context.run_id,
-            context.conversation_id,
+            run_id,
+            conversation_id,
             step,
             dependencies=dependencies,
             tool_call_id=call.tool_call_id,
@@ -302,7 +312,7 @@ class Agent:
                     f"tool {name!r} failed {count} times (retry limit {self.retries}): {error}",
                     tool=name,
                     retries=self.retries,
-                    run_id=context.run_id.as_str(),
+                    run_id=run_id.as_str(),
                 ) from error
             if sink is not None:
                 sink.push(

@@ -133,7 +133,10 @@ class Model(abc.ABC):
     """An LLM behind the agent loop.
 
     Implementations must be safe to share between agents and concurrent runs
-    (keep per-run state out of ``self``). ``request`` is awaited once per turn;
+    (keep per-run state out of ``self``) and must not keep the ``messages``
+    sequence: the run loop appends to it after the call returns. A response
+    must have at least one part (an empty one fails the run with
+    :class:`ModelError`). ``request`` is awaited once per turn;
     ``request_stream`` is used by ``Agent.run_stream`` and must end with the
     complete :class:`ModelResponse` as its last item.
     """

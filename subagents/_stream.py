@@ -93,10 +93,12 @@ _DONE = object()
 class AgentStream(Generic[T]):
     """The async iterator returned by ``Agent.run_stream``.
 
-    The run executes as a task on the current loop; records are yielded as
-    they are pushed. After the last record, ``result`` holds the run's result,
-    or iterating raises the run's error. ``aclose()`` (or leaving an
-    ``async with`` block) cancels an unfinished run.
+    The run starts, as a task on the current loop, at the first iteration;
+    records are yielded as they are pushed. After the last record,
+    ``result`` holds the run's result, or iterating raises the run's error.
+    ``aclose()`` (or leaving an ``async with`` block) cancels an unfinished
+    run; a consumer that stops iterating without closing leaves the run
+    going to completion.
     """
 
     def __init__(self, start: Callable[[AgentStreamSink], Awaitable[T]]) -> None:

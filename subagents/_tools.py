@@ -134,7 +134,10 @@ class FunctionTool(Tool):
     """A tool from a function ``fn(context, args)``, sync or async.
 
     ``args`` is the validated JSON object. ``fn`` may return a
-    :class:`ToolResult` or any JSON value (wrapped into one). The schema is
+    :class:`ToolResult` or any JSON value (wrapped into one). It runs on the
+    event loop running the agent (a sync ``fn`` blocks that loop while it
+    runs: keep it short or make it async). Raise :class:`ToolError` to have
+    the model retry; any other exception fails the run. The schema is
     compiled once here; an unsupported schema raises :class:`ToolSchemaError`
     now rather than being half-enforced later.
     """

@@ -391,3 +391,11 @@ async def test_the_app_exposes_the_agents_registry_and_stream() -> None:
     assert app.subagents() is app.agent.subagents()
     assert app.tools().names() == ["delegate"]
     assert records[-1].payload["output"] == "parent"
+
+
+async def test_a_response_without_parts_is_a_model_error() -> None:
+    def empty(messages: Any, params: ModelRequestParameters) -> ModelResponse:
+        return ModelResponse(parts=())
+
+    with pytest.raises(ModelError, match="no parts"):
+        await AgentBuilder(FunctionModel(empty)).build().run("go")
