@@ -1,0 +1,51 @@
+"""The pykka runtime of background subagents: one actor per attempt, a supervisor.
+
+Layering: ``actors`` imports ``storage`` and ``statemachines`` only; the SDK
+(``subagents``) plugs its agents in through the child-runner protocol
+(:class:`ChildRunner`, :class:`ChildRequest`, :class:`ChildControl`,
+:class:`ChildOutcome`).
+"""
+
+from ._attempt import AttemptActor as AttemptActor
+from ._child import ChildControl as ChildControl
+from ._child import ChildOutcome as ChildOutcome
+from ._child import ChildRequest as ChildRequest
+from ._child import ChildRunner as ChildRunner
+from ._config import OwnerIdentity as OwnerIdentity
+from ._config import SupervisorLimits as SupervisorLimits
+from ._errors import BackgroundSubagentError as BackgroundSubagentError
+from ._errors import LeaseLost as LeaseLost
+from ._results import AttemptSummary as AttemptSummary
+from ._results import BackgroundResult as BackgroundResult
+from ._results import CancelResult as CancelResult
+from ._results import DelegateResult as DelegateResult
+from ._results import InfoResult as InfoResult
+from ._results import SteerReceipt as SteerReceipt
+from ._results import WaitResult as WaitResult
+from ._supervisor import BackgroundSubagentSupervisor as BackgroundSubagentSupervisor
+from ._supervisor import CompletionCallback as CompletionCallback
+from ._supervisor import SupervisorActor as SupervisorActor
+from ._supervisor import clamp_wait as clamp_wait
+
+__all__ = [
+    "AttemptActor",
+    "AttemptSummary",
+    "BackgroundResult",
+    "BackgroundSubagentError",
+    "BackgroundSubagentSupervisor",
+    "CancelResult",
+    "ChildControl",
+    "ChildOutcome",
+    "ChildRequest",
+    "ChildRunner",
+    "CompletionCallback",
+    "DelegateResult",
+    "InfoResult",
+    "LeaseLost",
+    "OwnerIdentity",
+    "SteerReceipt",
+    "SupervisorActor",
+    "SupervisorLimits",
+    "WaitResult",
+    "clamp_wait",
+]

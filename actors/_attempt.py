@@ -1,0 +1,764 @@
+"""One pykka actor per live background attempt.
+
+The actor owns the attempt's execution machine (a plain model object bound to
+``statemachines.EXECUTION``), its lease and heartbeat, its steering queue and
+its cancellation receipts. It receives ``Start``, ``Steer``, ``Cancel``,
+``Abort``, ``Tick`` (heartbeat / retry / cancellation grace), ``HeartbeatDone``,
+``ChildProgress``, ``ChildFinished`` and ``Describe`` messages.
+
+Rules it keeps:
+
+- Persist, then apply: every execution transition and the terminal outcome
+  are written to the store first; only then does the machine move, and only
+  then does anyone (``Describe``, the supervisor, the callback) see it.
+- The mailbox never blocks on the child: the child is a task on the event
+  loop and reports by ``tell``. Heartbeats run on a small executor, one in
+  flight per attempt, so a slow heartbeat never starves completion or
+  cancellation.
+- Transient store failures keep local ownership and retry every
+  ``retry_interval`` (at most the heartbeat interval). Any other store error is
+  checked against a fresh load: only a missing record, another owner or
+  generation, an expired lease or a terminal record that is not ours confirms
+  owner loss (``LeaseLost``) and abandons local state.
+- The terminal commit is built once and replayed exactly, so a commit whose
+  response was lost is recovered (the store answers an exact replay with Ok).
+- Any exception from the child, from its outcome or from a handler becomes
+  ``failed`` terminal evidence; no handler lets an exception reach pykka (a
+  ``BaseException`` there would stop every actor of the process).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import threading
+from collections import deque
+from typing import Any
+
+import msgspec
+import pykka
+
+from statemachines import EXECUTION, ExecutionStatus, RetentionStatus, build_machine
+from storage import (
+    Artifact,
+    ArtifactLimits,
+    AttemptRecord,
+    NotFound,
+    QuotaExceeded,
+    ResultRef,
+    RetryableStorage,
+    TerminalCommit,
+    result_digest,
+    terminal_fingerprint,
+)
+
+from ._child import ChildControl, ChildOutcome, ChildProgress, ChildRequest, ChildRunner
+from ._errors import BackgroundSubagentError, LeaseLost
+from ._loop import Runtime
+from ._messages import (
+    Abort,
+    AttemptLost,
+    AttemptTerminal,
+    Cancel,
+    ChildFinished,
+    Describe,
+    HeartbeatDone,
+    Start,
+    Steer,
+    Tick,
+    resolve,
+)
+from ._results import CancelResult, SteerReceipt
+
+log = logging.getLogger("actors")
+
+EXECUTION_ERROR = "execution_error"
+CANCELLED = "cancelled"
+
+
+class _Execution:
+    """The plain model the execution machine binds to (never the actor itself)."""
+
+    state: str
+
+
+def truncate_utf8(text: str, limit: int) -> str:
+    """The longest prefix of ``text`` whose UTF-8 encoding fits ``limit`` bytes."""
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text
+    return data[:limit].decode("utf-8", errors="ignore")
+
+
+class _Decision(msgspec.Struct, frozen=True, kw_only=True):
+    """The terminal outcome chosen for the attempt, before it is persisted."""
+
+    status: ExecutionStatus
+    output: str | None = None
+    error: str | None = None
+    failure_category: str | None = None
+    cancellation_reason: str | None = None
+
+
+class AttemptActor(pykka.ThreadingActor):
+    """The owner of one live attempt. Only its own thread touches its state."""
+
+    def __init__(
+        self,
+        *,
+        runtime: Runtime,
+        record: AttemptRecord,
+        request: ChildRequest,
+        runner: ChildRunner,
+        supervisor: pykka.ActorRef[Any],
+    ) -> None:
+        super().__init__()
+        self.rt = runtime
+        self.record = record
+        self.request = request
+        self.runner = runner
+        self.supervisor = supervisor
+        self.attempt_id = record.attempt_id
+        self.model = _Execution()
+        self.machine = build_machine(EXECUTION, self.model, initial=str(record.execution_status))
+        self.control = ChildControl(
+            attempt_id=record.attempt_id, notify=self._tell_self, loop=runtime.loop
+        )
+        self.child: concurrent.futures.Future[Any] | None = None
+        self.child_done = False
+        self.child_run_id: str | None = record.child_run_id
+        self.ops: deque[tuple[str, Any]] = deque()
+        self.retry_armed = False
+        self.decision: _Decision | None = None
+        self.pending: TerminalCommit | None = None
+        self.terminal = False
+        self.lost = False
+        self.cancel_requested = False
+        self.cancel_reason: str | None = None
+        self.cancellations: dict[str, str | None] = {}
+        self.steering_receipts: dict[str, str] = {}
+        self.context_delta: Any = None
+        self.usage: dict[str, Any] = {}
+        self.heartbeat_in_flight = False
+        self.thread: threading.Thread | None = None
+
+    # -- pykka hooks -------------------------------------------------------------------------
+
+    def on_start(self) -> None:
+        self.thread = threading.current_thread()
+        self.rt.register_thread()
+
+    def on_receive(self, message: Any) -> Any:
+        try:
+            self._dispatch(message)
+        except LeaseLost as lost:
+            self._abandon(lost.message)
+        except Exception as exc:
+            # A bug or a raising finalizer: becomes failed evidence, never a hung attempt.
+            log.exception("attempt %s: handler failed", self.attempt_id)
+            if isinstance(message, Steer | Describe) or (
+                isinstance(message, Cancel) and message.reply is not None
+            ):
+                resolve(getattr(message, "reply", None), error=exc)
+            if not self.terminal and not self.lost:
+                self._decide(
+                    _Decision(
+                        status=ExecutionStatus.FAILED,
+                        error=f"background attempt finalizer raised {type(exc).__name__}",
+                        failure_category=EXECUTION_ERROR,
+                    ),
+                    force=True,
+                )
+                self._safe_pump()
+        return None
+
+    # -- dispatch ----------------------------------------------------------------------------
+
+    def _dispatch(self, message: Any) -> None:
+        if isinstance(message, Start):
+            self._on_start()
+        elif isinstance(message, Steer):
+            self._on_steer(message)
+        elif isinstance(message, Cancel):
+            self._on_cancel(message)
+        elif isinstance(message, Abort):
+            self._abort_child()
+        elif isinstance(message, Tick):
+            self._on_tick(message.kind)
+        elif isinstance(message, HeartbeatDone):
+            self._on_heartbeat_done(message)
+        elif isinstance(message, ChildProgress):
+            self._on_progress(message)
+        elif isinstance(message, ChildFinished):
+            self._on_child_finished(message)
+        elif isinstance(message, Describe):
+            resolve(message.reply, self.record)
+        else:
+            log.warning("attempt %s: unexpected message %r", self.attempt_id, message)
+
+    def _tell_self(self, message: object) -> None:
+        # A dead actor means the attempt already ended: late news from the child is moot.
+        with contextlib.suppress(pykka.ActorDeadError):
+            self.actor_ref.tell(message)
+
+    # -- start and progress ------------------------------------------------------------------
+
+    def _on_start(self) -> None:
+        self.ops.append(("exec", ExecutionStatus.STARTING))
+        self._schedule("heartbeat", self.rt.limits.effective_heartbeat_interval)
+        self._pump()
+
+    def _launch_child(self) -> None:
+        if self.child is not None or self.decision is not None or self.lost:
+            return
+
+        async def run() -> ChildOutcome:
+            return await self.runner(self.request, self.control)
+
+        try:
+            self.child = asyncio.run_coroutine_threadsafe(run(), self.rt.loop)
+        except RuntimeError as exc:  # the loop is closed
+            self._decide(
+                _Decision(
+                    status=ExecutionStatus.FAILED,
+                    error=f"background child could not start: {type(exc).__name__}",
+                    failure_category=EXECUTION_ERROR,
+                )
+            )
+            return
+        self.child.add_done_callback(self._child_done_callback)
+
+    def _child_done_callback(self, fut: concurrent.futures.Future[Any]) -> None:
+        # Runs on the loop thread (or here, if already done): report by message only.
+        if fut.cancelled():
+            self._tell_self(ChildFinished(outcome=None, error=None, cancelled=True))
+            return
+        exc = fut.exception()
+        if exc is not None:
+            self._tell_self(ChildFinished(outcome=None, error=exc, cancelled=False))
+        else:
+            self._tell_self(ChildFinished(outcome=fut.result(), error=None, cancelled=False))
+
+    def _on_progress(self, message: ChildProgress) -> None:
+        if self.decision is not None or self.lost:
+            return
+        if message.child_run_id is not None and message.child_run_id != self.child_run_id:
+            self.child_run_id = message.child_run_id
+            self.ops.append(("child_run_id", message.child_run_id))
+        if message.status is not None:
+            self.ops.append(("exec", ExecutionStatus(message.status)))
+        self._pump()
+
+    # -- steering and cancellation -----------------------------------------------------------
+
+    def _on_steer(self, message: Steer) -> None:
+        steering_id = message.steering_id
+        if steering_id is not None and steering_id in self.steering_receipts:
+            if self.steering_receipts[steering_id] != message.message:
+                raise_reply(
+                    message.reply,
+                    BackgroundSubagentError.IdempotencyConflict(
+                        "steering_id was already used with another message",
+                        attempt_id=self.attempt_id,
+                        steering_id=steering_id,
+                    ),
+                )
+                return
+            resolve(message.reply, self._steer_receipt(steering_id))
+            return
+        if self.terminal or self.decision is not None or self.lost:
+            raise_reply(
+                message.reply,
+                BackgroundSubagentError.Terminal(
+                    "the attempt already ended", attempt_id=self.attempt_id
+                ),
+            )
+            return
+        if steering_id is None:
+            steering_id = f"steer_{self.rt.ids.uuid4()}"
+        limit = self.rt.limits.max_queued_steering
+        if not self.control.push_steering(message.message, limit):
+            raise_reply(
+                message.reply,
+                BackgroundSubagentError.SteeringQueueFull(
+                    "too many steering messages are queued",
+                    attempt_id=self.attempt_id,
+                    limit=limit,
+                ),
+            )
+            return
+        self.steering_receipts[steering_id] = message.message
+        resolve(message.reply, self._steer_receipt(steering_id))
+
+    def _steer_receipt(self, steering_id: str) -> SteerReceipt:
+        return SteerReceipt(status="queued", attempt_id=self.attempt_id, steering_id=steering_id)
+
+    def _on_cancel(self, message: Cancel) -> None:
+        cid = message.cancellation_id
+        if cid is not None and cid in self.cancellations:
+            if self.cancellations[cid] != message.reason:
+                raise_reply(
+                    message.reply,
+                    BackgroundSubagentError.IdempotencyConflict(
+                        "cancellation_id was already used with another reason",
+                        attempt_id=self.attempt_id,
+                        cancellation_id=cid,
+                    ),
+                )
+                return
+            resolve(message.reply, self._cancel_result(cid))
+            return
+        if cid is not None:
+            self.cancellations[cid] = message.reason
+        if self.terminal or self.lost:
+            resolve(message.reply, self._cancel_result(cid))
+            return
+        if not self.cancel_requested and self.decision is None:
+            self.cancel_requested = True
+            self.cancel_reason = message.reason or (
+                "supervisor shutdown" if message.shutdown else "cancelled by the parent"
+            )
+            self.control.request_cancel(self.cancel_reason)
+            if self.child is None or self.child_done:
+                # No worker: nothing to wait for, terminalize now.
+                self._decide(self._cancel_decision())
+            elif not message.shutdown:
+                grace = self.rt.limits.cancellation_grace
+                if grace <= 0:
+                    self._abort_child()
+                else:
+                    self._schedule("abort", grace)
+        elif message.shutdown and self.decision is None and (self.child is None or self.child_done):
+            self._decide(self._cancel_decision())
+        resolve(message.reply, self._cancel_result(cid))
+        self._pump()
+
+    def _cancel_decision(self) -> _Decision:
+        reason = self.cancel_reason or "cancelled"
+        return _Decision(
+            status=ExecutionStatus.CANCELLED,
+            error=f"Background subagent was cancelled: {reason}",
+            failure_category=CANCELLED,
+            cancellation_reason=reason,
+        )
+
+    def _cancel_result(self, cancellation_id: str | None) -> CancelResult:
+        status = str(self.record.execution_status) if self.terminal else "cancellation_requested"
+        reason = self.record.cancellation_reason if self.terminal else self.cancel_reason
+        return CancelResult(
+            status=status,
+            attempt_id=self.attempt_id,
+            agent_id=self.record.agent_id,
+            cancellation_id=cancellation_id,
+            reason=reason,
+        )
+
+    def _abort_child(self) -> None:
+        if self.child is not None and not self.child_done:
+            self.child.cancel()
+            self._schedule("force", max(self.rt.limits.cancellation_grace, 0.0))
+        elif self.child is None and self.decision is None and not self.lost:
+            self.cancel_requested = True
+            self.cancel_reason = self.cancel_reason or "supervisor shutdown"
+            self.control.request_cancel(self.cancel_reason)
+            self._decide(self._cancel_decision())
+            self._pump()
+
+    # -- the child's end ---------------------------------------------------------------------
+
+    def _on_child_finished(self, message: ChildFinished) -> None:
+        if self.child_done:
+            return
+        self.child_done = True
+        if self.decision is not None or self.lost:
+            return
+        outcome = message.outcome
+        if self.cancel_requested:
+            decision = self._cancel_decision()
+        elif message.cancelled:
+            self.cancel_reason = "the child task was cancelled"
+            decision = self._cancel_decision()
+        elif message.error is not None:
+            decision = _Decision(
+                status=ExecutionStatus.FAILED,
+                error=f"Background subagent raised {type(message.error).__name__}",
+                failure_category=EXECUTION_ERROR,
+            )
+        elif isinstance(outcome, ChildOutcome.Completed) and isinstance(outcome.output, str):
+            self.context_delta = outcome.context_delta
+            self.usage = dict(outcome.usage)
+            if outcome.child_run_id is not None:
+                self.child_run_id = outcome.child_run_id
+            decision = _Decision(status=ExecutionStatus.COMPLETED, output=outcome.output)
+        elif isinstance(outcome, ChildOutcome.Failed) and isinstance(outcome.error, str):
+            self.context_delta = outcome.context_delta
+            self.usage = dict(outcome.usage)
+            if outcome.child_run_id is not None:
+                self.child_run_id = outcome.child_run_id
+            decision = _Decision(
+                status=ExecutionStatus.FAILED,
+                error=outcome.error,
+                failure_category=EXECUTION_ERROR,
+            )
+        else:
+            decision = _Decision(
+                status=ExecutionStatus.FAILED,
+                error=f"Background subagent returned an invalid outcome ({type(outcome).__name__})",
+                failure_category=EXECUTION_ERROR,
+            )
+        self._decide(decision)
+        self._pump()
+
+    def _decide(self, decision: _Decision, *, force: bool = False) -> None:
+        """Choose the terminal outcome once; a forced decision (a raising finalizer)
+        replaces one whose commit has not been built yet."""
+        if self.lost or self.terminal:
+            return
+        if self.decision is not None and not (force and self.pending is None):
+            return
+        self.decision = decision
+        if self.child is None:
+            # The child never ran: drop queued progress, the record moves straight on.
+            self.ops = deque(op for op in self.ops if op[0] == "terminal")
+        if not any(op[0] == "terminal" for op in self.ops):
+            self.ops.append(("terminal", None))
+        if self.child is not None and not self.child_done:
+            self.child.cancel()
+
+    # -- timers and heartbeats ---------------------------------------------------------------
+
+    def _schedule(self, kind: str, delay: float) -> None:
+        ref = self.actor_ref
+        tick = Tick(kind)
+
+        def fire() -> None:
+            with contextlib.suppress(pykka.ActorDeadError):
+                ref.tell(tick)
+
+        self.rt.later(delay, fire)
+
+    def _on_tick(self, kind: str) -> None:
+        if self.terminal or self.lost:
+            return
+        if kind == "heartbeat":
+            self._heartbeat()
+            self._schedule("heartbeat", self.rt.limits.effective_heartbeat_interval)
+        elif kind == "heartbeat-retry":
+            self._heartbeat()
+        elif kind == "retry":
+            self.retry_armed = False
+            self._pump()
+        elif kind == "abort":
+            if self.decision is None:
+                self._abort_child()
+        elif kind == "force" and self.decision is None and not self.child_done:
+            # The child ignored cancellation: it is abandoned, the attempt still ends.
+            self._decide(self._cancel_decision())
+            self._pump()
+
+    def _heartbeat(self) -> None:
+        if self.heartbeat_in_flight:
+            return
+        self.heartbeat_in_flight = True
+        rt = self.rt
+        expires = rt.clock.now() + rt.lease_ttl
+        try:
+            fut = rt.heartbeats.submit(
+                rt.store.heartbeat_attempt,
+                self.attempt_id,
+                rt.owner.host_instance_id,
+                rt.owner.fencing_generation,
+                expires,
+            )
+        except RuntimeError:
+            self.heartbeat_in_flight = False  # executor shut down: shutdown is finishing
+            return
+
+        def done(f: concurrent.futures.Future[AttemptRecord]) -> None:
+            error = f.exception()
+            self._tell_self(HeartbeatDone(record=None if error else f.result(), error=error))
+
+        fut.add_done_callback(done)
+
+    def _on_heartbeat_done(self, message: HeartbeatDone) -> None:
+        self.heartbeat_in_flight = False
+        if self.terminal or self.lost:
+            return
+        if message.record is not None:
+            fresh = message.record.owner_lease
+            if fresh.lease_expires_at > self.record.owner_lease.lease_expires_at:
+                self.record = msgspec.structs.replace(self.record, owner_lease=fresh)
+            return
+        assert message.error is not None
+        if not isinstance(message.error, RetryableStorage):
+            self._confirm_owner(message.error)
+            if self.terminal:
+                return
+        self._schedule("heartbeat-retry", self.rt.limits.effective_retry_interval)
+
+    # -- persistence -------------------------------------------------------------------------
+
+    def _safe_pump(self) -> None:
+        try:
+            self._pump()
+        except LeaseLost as lost:
+            self._abandon(lost.message)
+        except Exception:
+            log.exception("attempt %s: pump failed; retrying later", self.attempt_id)
+            self._arm_retry()
+
+    def _arm_retry(self) -> None:
+        if not self.retry_armed and not self.terminal and not self.lost:
+            self.retry_armed = True
+            self._schedule("retry", self.rt.limits.effective_retry_interval)
+
+    def _pump(self) -> None:
+        """Write queued operations in order; stop at the first unconfirmed failure."""
+        immediate = 2  # a confirmed-still-owner failure (lease race) retries at once, twice
+        while self.ops and not self.lost and not self.terminal:
+            kind, arg = op = self.ops.popleft()
+            try:
+                self._apply(kind, arg)
+            except LeaseLost:
+                raise
+            except Exception as exc:
+                if self._recover(kind, exc) == "done":
+                    continue
+                if not self.terminal and not self.lost:
+                    self.ops.appendleft(op)
+                if immediate > 0 and not isinstance(exc, RetryableStorage):
+                    immediate -= 1
+                    continue
+                self._arm_retry()
+                return
+
+    def _apply(self, kind: str, arg: Any) -> None:
+        if kind == "exec":
+            self._persist_execution(ExecutionStatus(arg))
+        elif kind == "child_run_id":
+            if self.record.child_run_id != arg:
+                self._write_execution(
+                    msgspec.structs.replace(
+                        self.record, child_run_id=arg, updated_at=self.rt.clock.now()
+                    )
+                )
+        elif kind == "terminal":
+            self._persist_terminal()
+
+    def _persist_execution(self, target: ExecutionStatus) -> None:
+        current = str(self.record.execution_status)
+        if current == target or not EXECUTION.allows(current, target):
+            return  # a repeated or outdated progress report: nothing to persist
+        record = msgspec.structs.replace(
+            self.record,
+            execution_status=target,
+            child_run_id=self.child_run_id,
+            updated_at=self.rt.clock.now(),
+        )
+        self._write_execution(record)
+        # Persisted: now the machine moves, then the world sees it.
+        getattr(self.model, EXECUTION_TRIGGER[target])()
+        if target == ExecutionStatus.STARTING:
+            self._launch_child()
+
+    def _write_execution(self, record: AttemptRecord) -> None:
+        stored = self.rt.store.update_attempt_execution(record)
+        self.record = stored
+
+    def _persist_terminal(self) -> None:
+        assert self.decision is not None
+        status = str(self.record.execution_status)
+        if self.decision.status == ExecutionStatus.COMPLETED and status in ("accepted", "starting"):
+            # complete is only allowed from running/waiting: persist running first.
+            if status == "accepted":
+                self._persist_execution(ExecutionStatus.STARTING)
+            self._persist_execution(ExecutionStatus.RUNNING)
+        if self.pending is None:
+            self.pending = self._build_commit(self.decision)
+        stored = self.rt.store.commit_terminal(self.pending)
+        self._finish_terminal(stored)
+
+    def _finish_terminal(self, stored: AttemptRecord) -> None:
+        self.record = stored
+        self.terminal = True
+        self.ops.clear()
+        target = ExecutionStatus(stored.execution_status)
+        if str(self.model.state) != target:
+            getattr(self.model, EXECUTION_TRIGGER[target])()
+        self.supervisor.tell(
+            AttemptTerminal(
+                attempt_id=self.attempt_id,
+                record=stored,
+                context_delta=self.context_delta,
+                usage=dict(self.usage),
+                cancellation_receipts=dict(self.cancellations),
+            )
+        )
+
+    def _build_commit(self, decision: _Decision) -> TerminalCommit:
+        rt = self.rt
+        limits = rt.limits
+        now = rt.clock.now()
+        artifact: Artifact | None = None
+        artifact_limits: ArtifactLimits | None = None
+        retention = RetentionStatus.INLINE
+        status = decision.status
+        failure_category = decision.failure_category
+        error = decision.error
+        if status == ExecutionStatus.COMPLETED:
+            output = decision.output or ""
+            size = len(output.encode("utf-8"))
+            digest = result_digest(output)
+            if size > limits.max_artifact_bytes:
+                status = ExecutionStatus.FAILED
+                failure_category = EXECUTION_ERROR
+                error = (
+                    f"Background subagent output of {size} bytes exceeds the artifact "
+                    f"limit of {limits.max_artifact_bytes} bytes"
+                )
+            elif size > limits.inline_preview_bytes:
+                artifact_ref = f"artifact_{self.attempt_id}"
+                artifact = Artifact(
+                    artifact_ref=artifact_ref,
+                    namespace_id=rt.namespace_id,
+                    attempt_id=self.attempt_id,
+                    content=output,
+                    digest=digest,
+                    size_bytes=size,
+                    created_at=now,
+                    expires_at=now + limits.retention,
+                )
+                artifact_limits = ArtifactLimits(
+                    max_single_bytes=limits.max_artifact_bytes,
+                    max_retained_bytes=limits.max_namespace_artifact_bytes,
+                )
+                retention = RetentionStatus.ARTIFACT
+                ref = ResultRef(
+                    content=truncate_utf8(output, limits.inline_preview_bytes),
+                    artifact_ref=artifact_ref,
+                    digest=digest,
+                    size_bytes=size,
+                )
+            else:
+                ref = ResultRef(content=output, digest=digest, size_bytes=size)
+        if status != ExecutionStatus.COMPLETED:
+            text = error or f"Background subagent ended with status {status}"
+            ref = ResultRef(
+                error=truncate_utf8(text, limits.inline_preview_bytes),
+                digest=result_digest(None, text),
+                size_bytes=len(text.encode("utf-8")),
+            )
+        record = msgspec.structs.replace(
+            self.record,
+            execution_status=status,
+            child_run_id=self.child_run_id,
+            result_ref=ref,
+            failure_category=failure_category,
+            cancellation_reason=decision.cancellation_reason,
+            retention_status=retention,
+            retention_expires_at=now + limits.retention,
+            terminal_at=now,
+            updated_at=now,
+            terminal_fingerprint=None,
+        )
+        return TerminalCommit(record=record, artifact=artifact, artifact_limits=artifact_limits)
+
+    def _recover(self, kind: str, exc: Exception) -> str:
+        """Classify a failed write: ``"done"`` when a fresh load shows it applied,
+        ``"retry"`` while we still own the attempt; raises ``LeaseLost`` otherwise."""
+        if isinstance(exc, RetryableStorage):
+            return "retry"
+        pending = self.pending
+        if kind == "terminal" and isinstance(exc, QuotaExceeded) and pending is not None:
+            artifact = pending.artifact
+            if artifact is not None:
+                # The namespace has no room for the artifact: the attempt fails instead.
+                self.decision = _Decision(
+                    status=ExecutionStatus.FAILED,
+                    error=f"Background subagent output of {artifact.size_bytes} bytes exceeds "
+                    "the namespace's retained artifact quota",
+                    failure_category=EXECUTION_ERROR,
+                )
+                self.pending = None
+                return "retry"
+        self._confirm_owner(exc)
+        return "done" if self.terminal else "retry"
+
+    def _confirm_owner(self, cause: BaseException) -> None:
+        """Load the record and decide: still ours (keep going), ours and terminal
+        (finish), or confirmed lost (raise ``LeaseLost``). A failed load confirms nothing."""
+        rt = self.rt
+        try:
+            stored = rt.store.load_attempt(self.attempt_id)
+        except NotFound:
+            raise LeaseLost("the attempt record is missing", attempt_id=self.attempt_id) from cause
+        except Exception:
+            log.debug("attempt %s: ownership unconfirmed; retrying", self.attempt_id)
+            return
+        if not stored.execution_status or str(stored.execution_status) in EXECUTION.terminal:
+            if self.pending is not None and stored.terminal_fingerprint == terminal_fingerprint(
+                self.pending
+            ):
+                self._finish_terminal(stored)
+                return
+            raise LeaseLost(
+                "the attempt was terminalized by someone else",
+                attempt_id=self.attempt_id,
+                execution_status=str(stored.execution_status),
+            ) from cause
+        lease = stored.owner_lease
+        if (
+            lease.host_instance_id != rt.owner.host_instance_id
+            or lease.fencing_generation != rt.owner.fencing_generation
+        ):
+            raise LeaseLost(
+                "the attempt has another owner",
+                attempt_id=self.attempt_id,
+                owner=lease.host_instance_id,
+                fencing_generation=lease.fencing_generation,
+            ) from cause
+        if lease.lease_expires_at <= rt.clock.now():
+            raise LeaseLost(
+                "the owner lease expired",
+                attempt_id=self.attempt_id,
+                lease_expires_at=lease.lease_expires_at,
+            ) from cause
+        # Still ours: adopt the stored projection (a concurrent heartbeat may have moved
+        # the lease) and rebuild the commit from it; the old one provably did not apply.
+        self.record = msgspec.structs.replace(stored, child_run_id=stored.child_run_id)
+        if self.model.state != str(stored.execution_status):
+            self.machine.set_state(str(stored.execution_status), model=self.model)
+        self.pending = None
+
+    def _abandon(self, reason: str) -> None:
+        if self.lost or self.terminal:
+            return
+        log.warning("attempt %s: owner lease lost (%s); abandoning", self.attempt_id, reason)
+        self.lost = True
+        self.ops.clear()
+        self.control.request_cancel("owner lease lost")
+        if self.child is not None and not self.child_done:
+            self.child.cancel()
+        self.supervisor.tell(
+            AttemptLost(
+                attempt_id=self.attempt_id,
+                reason=reason,
+                cancellation_receipts=dict(self.cancellations),
+            )
+        )
+
+
+EXECUTION_TRIGGER: dict[str, str] = {
+    "starting": "start",
+    "running": "run",
+    "waiting": "wait",
+    "completed": "complete",
+    "failed": "fail",
+    "cancelled": "cancel",
+}
+
+
+def raise_reply(reply: concurrent.futures.Future[Any] | None, error: BaseException) -> None:
+    resolve(reply, error=error)

@@ -1,0 +1,177 @@
+"""The event loop children run on, and the runtime an attempt actor shares with its supervisor.
+
+pykka has no asyncio: children run as tasks on an asyncio loop and talk to
+actors only by ``tell``; actors schedule timers on the loop with
+``call_soon_threadsafe``. No actor ever awaits or blocks on the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from storage import Clock, IdSource, SessionStore
+
+from ._config import OwnerIdentity, SupervisorLimits
+
+log = logging.getLogger("actors")
+
+
+class LoopThread:
+    """An asyncio loop running forever on its own (non-daemon) thread.
+
+    ``stop()`` cancels the tasks still on the loop, stops it, joins the thread
+    within ``timeout`` and closes the loop; it returns whether the thread ended.
+    """
+
+    def __init__(self, name: str = "subagents-loop") -> None:
+        self.loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self.thread = threading.Thread(target=self._main, name=name, daemon=False)
+        self.thread.start()
+        self._ready.wait()
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.call_soon(self._ready.set)
+        try:
+            self.loop.run_forever()
+        finally:
+            try:
+                pending = [t for t in asyncio.all_tasks(self.loop) if not t.done()]
+                for task in pending:
+                    task.cancel()
+                if pending:
+                    self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+                self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+                self.loop.run_until_complete(self.loop.shutdown_default_executor())
+            finally:
+                self.loop.close()
+
+    def stop(self, timeout: float | None) -> bool:
+        if self.loop.is_closed():
+            return not self.thread.is_alive()
+        # RuntimeError: the loop closed between the check and the call.
+        with contextlib.suppress(RuntimeError):
+            self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout)
+        return not self.thread.is_alive()
+
+
+class WorkerPool:
+    """A few non-daemon worker threads running submitted callables in FIFO order.
+
+    Unlike ``ThreadPoolExecutor`` it can be joined under a deadline:
+    ``stop(timeout)`` refuses new work, lets queued work finish and returns
+    whether every thread ended in time.
+    """
+
+    def __init__(self, name: str, size: int = 1) -> None:
+        self._queue: queue.SimpleQueue[
+            tuple[Callable[[], Any], concurrent.futures.Future[Any]] | None
+        ] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._closed = False
+        self._inflight: set[concurrent.futures.Future[Any]] = set()
+        self.threads = [
+            threading.Thread(target=self._main, name=f"{name}-{i}", daemon=False)
+            for i in range(size)
+        ]
+        for thread in self.threads:
+            thread.start()
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future[Any]:
+        """Queue ``fn(*args)``; ``RuntimeError`` once the pool is stopping."""
+        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("worker pool is stopped")
+            self._inflight.add(fut)
+        fut.add_done_callback(self._forget)
+        self._queue.put((lambda: fn(*args), fut))
+        return fut
+
+    def _forget(self, fut: concurrent.futures.Future[Any]) -> None:
+        with self._lock:
+            self._inflight.discard(fut)
+
+    def pending(self) -> list[concurrent.futures.Future[Any]]:
+        with self._lock:
+            return list(self._inflight)
+
+    def _main(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            fn, fut = item
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                result = fn()
+            except BaseException as exc:  # reported to the submitter, never lost
+                fut.set_exception(exc)
+            else:
+                fut.set_result(result)
+
+    def stop(self, timeout: float | None) -> bool:
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                for _ in self.threads:
+                    self._queue.put(None)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for thread in self.threads:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            thread.join(remaining)
+        return not any(t.is_alive() for t in self.threads)
+
+
+@dataclass
+class Runtime:
+    """What every actor of one supervisor shares. Immutable after construction,
+    except the thread registry (guarded by its lock)."""
+
+    store: SessionStore
+    clock: Clock
+    ids: IdSource
+    limits: SupervisorLimits
+    owner: OwnerIdentity
+    namespace_id: str
+    session_id: str
+    loop: asyncio.AbstractEventLoop
+    heartbeats: WorkerPool
+    threads_lock: threading.Lock = field(default_factory=threading.Lock)
+    threads: list[threading.Thread] = field(default_factory=list)
+
+    @property
+    def lease_ttl(self) -> float:
+        return self.owner.lease_ttl or self.limits.lease_ttl
+
+    def register_thread(self) -> None:
+        """Remember the calling actor thread so shutdown can join it."""
+        with self.threads_lock:
+            self.threads = [t for t in self.threads if t.is_alive()]
+            self.threads.append(threading.current_thread())
+
+    def later(self, delay: float, fn: Callable[[], Any]) -> None:
+        """Run ``fn`` on the loop thread after ``delay`` seconds (thread-safe).
+
+        A closed loop drops the timer: the actor it would wake is gone too.
+        """
+
+        def arm() -> None:
+            self.loop.call_later(max(0.0, delay), fn)
+
+        try:
+            self.loop.call_soon_threadsafe(arm)
+        except RuntimeError:
+            log.debug("timer dropped: the event loop is closed")

@@ -1,0 +1,130 @@
+"""Messages exchanged by the supervisor actor, the attempt actors and the child task.
+
+Requests that need an answer carry a ``concurrent.futures.Future`` as ``reply``:
+the receiving actor resolves it and never blocks on the sender, so no ask
+cycle can form and an asyncio caller can await it through
+``asyncio.wrap_future`` instead of blocking its loop on a pykka future.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from dataclasses import dataclass
+from typing import Any
+
+from storage import AttemptRecord
+
+from ._child import ChildOutcome, ChildRunner
+
+Reply = concurrent.futures.Future[Any]
+
+
+def resolve(reply: Reply | None, value: Any = None, error: BaseException | None = None) -> None:
+    """Resolve ``reply`` once; a reply its waiter already cancelled is ignored."""
+    if reply is None or reply.done():
+        return
+    try:
+        if error is not None:
+            reply.set_exception(error)
+        else:
+            reply.set_result(value)
+    except concurrent.futures.InvalidStateError:
+        # The waiter gave up (timeout/cancel) between the check and the set.
+        pass
+
+
+# -- to an attempt actor -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Steer:
+    message: str
+    steering_id: str | None
+    reply: Reply
+
+
+@dataclass(frozen=True, slots=True)
+class Cancel:
+    reason: str | None
+    cancellation_id: str | None
+    reply: Reply | None
+    shutdown: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Abort:
+    """Shutdown's second phase: cancel the child task now (no more grace)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """Timer: heartbeat when due, retry pending store writes, enforce cancellation grace."""
+
+    kind: str
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatDone:
+    record: AttemptRecord | None
+    error: BaseException | None
+
+
+@dataclass(frozen=True, slots=True)
+class ChildFinished:
+    outcome: ChildOutcome | None
+    error: BaseException | None
+    cancelled: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Describe:
+    reply: Reply
+
+
+# -- to the supervisor actor ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """Run the supervisor actor's operation ``name(*args, reply)`` on its thread; the
+    operation resolves ``reply`` itself (or forwards it to an attempt actor)."""
+
+    name: str
+    args: tuple[Any, ...]
+    reply: Reply
+
+
+@dataclass(frozen=True, slots=True)
+class DelegateRequest:
+    subagent_name: str
+    prompt: str
+    agent_id: str | None
+    linked_task_id: str | None
+    runner: ChildRunner | None
+    parent_run_id: str
+    metadata: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptTerminal:
+    """An attempt's terminal commit is persisted (sent by its actor, once)."""
+
+    attempt_id: str
+    record: AttemptRecord
+    context_delta: Any
+    usage: dict[str, Any]
+    cancellation_receipts: dict[str, str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptLost:
+    """Owner loss was confirmed; the attempt actor abandoned its local state."""
+
+    attempt_id: str
+    reason: str
+    cancellation_receipts: dict[str, str | None]

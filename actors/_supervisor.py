@@ -1,0 +1,1104 @@
+"""The supervisor actor and its thread-safe, asyncio-friendly facade.
+
+:class:`BackgroundSubagentSupervisor` is what hosts and the SDK hold. Its
+methods are coroutines with ``_sync`` twins; both talk to one pykka
+``SupervisorActor`` by message and wait on a ``concurrent.futures.Future``
+(awaited through ``asyncio.wrap_future``, never by blocking a loop on a pykka
+future). The supervisor actor owns admission, ids, the attempt table, limits,
+the completion callback and checked shutdown; one :class:`AttemptActor` per
+live attempt owns that attempt.
+
+Threads: the supervisor actor, one thread per live attempt actor, the event
+loop thread the children run on (unless the host passes its own ``loop``),
+a small heartbeat pool and one delivery thread that runs the completion
+callback. All of them are started lazily on first use and all of them end
+when :meth:`~BackgroundSubagentSupervisor.shutdown_checked` completes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import inspect
+import logging
+import math
+import threading
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pykka
+
+from statemachines import derive_phase, is_active_execution
+from storage import (
+    AttemptRecord,
+    Clock,
+    Failed,
+    IdSource,
+    MemorySessionStore,
+    NotFound,
+    OwnerLease,
+    RandomIds,
+    SessionRecord,
+    SessionStore,
+    StoreError,
+    SystemClock,
+)
+
+from ._attempt import AttemptActor
+from ._child import ChildRequest, ChildRunner
+from ._config import OwnerIdentity, SupervisorLimits
+from ._delivery import Deliverer, DeltaBox
+from ._errors import BackgroundSubagentError
+from ._loop import LoopThread, Runtime, WorkerPool
+from ._messages import (
+    Abort,
+    AttemptLost,
+    AttemptTerminal,
+    Call,
+    Cancel,
+    DelegateRequest,
+    Describe,
+    Reply,
+    Start,
+    Steer,
+    resolve,
+)
+from ._results import (
+    AttemptSummary,
+    BackgroundResult,
+    CancelResult,
+    DelegateResult,
+    InfoResult,
+    SteerReceipt,
+    WaitResult,
+)
+
+log = logging.getLogger("actors")
+
+MAX_WAIT_SECONDS = 300.0
+CompletionCallback = Callable[[BackgroundResult], Any]
+
+
+def clamp_wait(timeout_seconds: float | None) -> float:
+    """``wait``'s timeout: clamped to [0, 300]; ``None`` or non-finite means 300."""
+    if timeout_seconds is None:
+        return MAX_WAIT_SECONDS
+    try:
+        value = float(timeout_seconds)
+    except (TypeError, ValueError):
+        return MAX_WAIT_SECONDS
+    if not math.isfinite(value):
+        return MAX_WAIT_SECONDS
+    return min(max(value, 0.0), MAX_WAIT_SECONDS)
+
+
+@dataclass
+class _Entry:
+    attempt_id: str
+    agent_id: str
+    subagent_name: str
+    linked_task_id: str | None
+    record: AttemptRecord
+    ref: pykka.ActorRef[Any] | None
+    state: str  # "active" | "terminal" | "lost"
+    watchers: list[Reply] = field(default_factory=list)
+    cancellations: dict[str, str | None] = field(default_factory=dict)
+
+
+def _summary(record: AttemptRecord) -> AttemptSummary:
+    return AttemptSummary(
+        attempt_id=record.attempt_id,
+        agent_id=record.agent_id,
+        subagent_name=record.subagent_name,
+        linked_task_id=record.linked_task_id,
+        execution_status=str(record.execution_status),
+        delivery_status=str(record.delivery_status),
+        retention_status=str(record.retention_status),
+        phase=str(
+            derive_phase(
+                str(record.execution_status),
+                str(record.delivery_status),
+                str(record.retention_status),
+            )
+        ),
+    )
+
+
+class SupervisorActor(pykka.ThreadingActor):
+    """Admission, ids, the attempt table and shutdown bookkeeping. Never blocks on
+    an attempt actor: requests for an attempt are forwarded with their reply."""
+
+    def __init__(
+        self,
+        *,
+        runtime: Runtime,
+        deliverer: Deliverer,
+        deltas: DeltaBox,
+        default_runner: ChildRunner | None,
+        on_complete: CompletionCallback | None,
+        delivery: WorkerPool,
+    ) -> None:
+        super().__init__()
+        self.rt = runtime
+        self.deliverer = deliverer
+        self.deltas = deltas
+        self.default_runner = default_runner
+        self.on_complete = on_complete
+        self.delivery = delivery
+        self.entries: dict[str, _Entry] = {}
+        self.agents: dict[str, str] = {}  # agent_id -> subagent_name
+        self.active_by_agent: dict[str, str] = {}  # agent_id -> attempt_id
+        self.closing = False
+        self.settle_watchers: list[Reply] = []
+        self.any_watchers: list[Reply] = []
+
+    OPERATIONS = frozenset(
+        {
+            "delegate",
+            "steer",
+            "cancel",
+            "watch",
+            "describe",
+            "snapshot",
+            "begin_shutdown",
+            "unfinished",
+        }
+    )
+
+    def on_start(self) -> None:
+        self.rt.register_thread()
+        # Agents known from earlier attempts of this session may be continued.
+        try:
+            for record in self.rt.store.list_attempts(self.rt.namespace_id, self.rt.session_id):
+                self.agents.setdefault(record.agent_id, record.subagent_name)
+        except StoreError:
+            log.warning("could not load known agent ids; only new agents can be continued")
+
+    def on_receive(self, message: Any) -> Any:
+        if isinstance(message, Call):
+            try:
+                if message.name not in self.OPERATIONS:
+                    raise AttributeError(message.name)
+                getattr(self, message.name)(*message.args, message.reply)
+            except BaseException as exc:  # answered to the caller, never raised into pykka
+                resolve(message.reply, error=exc)
+        elif isinstance(message, AttemptTerminal):
+            self._on_terminal(message)
+        elif isinstance(message, AttemptLost):
+            self._on_lost(message)
+        return None
+
+    # -- admission ---------------------------------------------------------------------------
+
+    def delegate(self, req: DelegateRequest, reply: Reply) -> None:
+        subagent_name, prompt, agent_id = req.subagent_name, req.prompt, req.agent_id
+        linked_task_id, parent_run_id = req.linked_task_id, req.parent_run_id
+        runner = req.runner
+        rt = self.rt
+        limits = rt.limits
+        if self.closing:
+            raise BackgroundSubagentError.Closing("the supervisor is shutting down")
+        runner = runner or self.default_runner
+        if runner is None:
+            raise BackgroundSubagentError.NotFound(
+                "no child runner for this subagent", subagent_name=subagent_name
+            )
+        size = len(prompt.encode("utf-8"))
+        if size > limits.max_prompt_bytes:
+            raise BackgroundSubagentError.PromptTooLarge(
+                "the prompt is too large", size_bytes=size, limit=limits.max_prompt_bytes
+            )
+        continued = agent_id is not None
+        if agent_id is not None:
+            bound = self.agents.get(agent_id)
+            if bound is None or bound != subagent_name:
+                raise BackgroundSubagentError.NotFound(
+                    "unknown agent_id for this subagent",
+                    agent_id=agent_id,
+                    subagent_name=subagent_name,
+                )
+            if agent_id in self.active_by_agent:
+                raise BackgroundSubagentError.ActiveConversation(
+                    "the agent already has an active attempt",
+                    agent_id=agent_id,
+                    attempt_id=self.active_by_agent[agent_id],
+                )
+        active = len(self.active_by_agent)
+        if active >= limits.max_active_attempts:
+            raise BackgroundSubagentError.QuotaExceeded(
+                "too many active background attempts",
+                active=active,
+                limit=limits.max_active_attempts,
+            )
+        try:
+            pending = len(rt.store.list_pending_attempts(rt.namespace_id, rt.session_id))
+        except StoreError as exc:
+            raise BackgroundSubagentError.Durability("could not count pending results") from exc
+        if pending >= limits.max_undelivered_results:
+            raise BackgroundSubagentError.QuotaExceeded(
+                "too many undelivered background results are retained",
+                undelivered=pending,
+                limit=limits.max_undelivered_results,
+            )
+        if agent_id is None:
+            agent_id = f"{subagent_name}-bg-{rt.ids.token_hex(4)}"
+        attempt_id = f"subattempt_{rt.ids.uuid4()}"
+        now = rt.clock.now()
+        record = AttemptRecord(
+            attempt_id=attempt_id,
+            agent_id=agent_id,
+            subagent_name=subagent_name,
+            namespace_id=rt.namespace_id,
+            parent_session_id=rt.session_id,
+            parent_run_id=parent_run_id,
+            linked_task_id=linked_task_id,
+            owner_lease=OwnerLease(
+                host_instance_id=rt.owner.host_instance_id,
+                fencing_generation=rt.owner.fencing_generation,
+                heartbeat_at=now,
+                lease_expires_at=now + rt.lease_ttl,
+            ),
+            accepted_at=now,
+            updated_at=now,
+        )
+        try:
+            stored = rt.store.accept_attempt(record)
+        except StoreError as exc:
+            # A lost response may hide an applied acceptance: it then stays in the store
+            # under our lease, expires and is reconciled as host_process_lost.
+            raise BackgroundSubagentError.Durability(
+                "the store did not accept the attempt", attempt_id=attempt_id, agent_id=agent_id
+            ) from exc
+        request = ChildRequest(
+            subagent_name=subagent_name,
+            prompt=prompt,
+            agent_id=agent_id,
+            attempt_id=attempt_id,
+            linked_task_id=linked_task_id,
+            parent_run_id=parent_run_id,
+            continued=continued,
+            metadata=dict(req.metadata),
+        )
+        ref = AttemptActor.start(
+            runtime=rt, record=stored, request=request, runner=runner, supervisor=self.actor_ref
+        )
+        self.agents[agent_id] = subagent_name
+        self.active_by_agent[agent_id] = attempt_id
+        self.entries[attempt_id] = _Entry(
+            attempt_id=attempt_id,
+            agent_id=agent_id,
+            subagent_name=subagent_name,
+            linked_task_id=linked_task_id,
+            record=stored,
+            ref=ref,
+            state="active",
+        )
+        ref.tell(Start())
+        resolve(
+            reply,
+            DelegateResult(
+                status="continued" if continued else "accepted",
+                subagent_name=subagent_name,
+                attempt_id=attempt_id,
+                agent_id=agent_id,
+                linked_task_id=linked_task_id,
+            ),
+        )
+
+    # -- requests for one attempt ------------------------------------------------------------
+
+    def _entry(self, attempt_id: str) -> _Entry:
+        entry = self.entries.get(attempt_id)
+        if entry is None:
+            raise BackgroundSubagentError.NotFound(
+                "no such background attempt",
+                attempt_id=attempt_id,
+                known_attempt_ids=sorted(self.entries),
+            )
+        return entry
+
+    def steer(self, attempt_id: str, message: str, steering_id: str | None, reply: Reply) -> None:
+        entry = self._entry(attempt_id)
+        if entry.state == "active" and entry.ref is not None:
+            entry.ref.tell(Steer(message=message, steering_id=steering_id, reply=reply))
+            return
+        raise BackgroundSubagentError.Terminal(
+            "the attempt already ended",
+            attempt_id=attempt_id,
+            execution_status=str(entry.record.execution_status),
+        )
+
+    def cancel(
+        self, attempt_id: str, reason: str | None, cancellation_id: str | None, reply: Reply
+    ) -> None:
+        entry = self._entry(attempt_id)
+        if entry.state == "active" and entry.ref is not None:
+            entry.ref.tell(Cancel(reason=reason, cancellation_id=cancellation_id, reply=reply))
+            return
+        if cancellation_id is not None:
+            known = entry.cancellations.get(cancellation_id, reason)
+            if cancellation_id in entry.cancellations and known != reason:
+                raise BackgroundSubagentError.IdempotencyConflict(
+                    "cancellation_id was already used with another reason",
+                    attempt_id=attempt_id,
+                    cancellation_id=cancellation_id,
+                )
+            entry.cancellations.setdefault(cancellation_id, reason)
+        resolve(
+            reply,
+            CancelResult(
+                status=str(entry.record.execution_status),
+                attempt_id=attempt_id,
+                agent_id=entry.agent_id,
+                cancellation_id=cancellation_id,
+                reason=entry.record.cancellation_reason,
+            ),
+        )
+
+    def watch(self, attempt_id: str | None, reply: Reply) -> None:
+        """Answer ``(entry_state, record, future)``; the future resolves with the
+        entry state once the attempt is terminal (persisted) or lost."""
+        done: Reply = concurrent.futures.Future()
+        if attempt_id is None:
+            if not self.active_by_agent or any(
+                e.state == "terminal" and str(e.record.delivery_status) == "undelivered"
+                for e in self.entries.values()
+            ):
+                resolve(done, "any")
+            else:
+                self.any_watchers.append(done)
+            resolve(reply, ("summary", None, done))
+            return
+        entry = self.entries.get(attempt_id)
+        if entry is None:
+            resolve(reply, ("not_found", sorted(self.entries), done))
+            return
+        if entry.state == "active":
+            entry.watchers.append(done)
+        else:
+            resolve(done, entry.state)
+        resolve(reply, (entry.state, entry.record, done))
+
+    def describe(self, attempt_id: str, reply: Reply) -> None:
+        entry = self._entry(attempt_id)
+        if entry.state == "active" and entry.ref is not None:
+            entry.ref.tell(Describe(reply=reply))
+        else:
+            resolve(reply, entry.record)
+
+    def snapshot(self, reply: Reply) -> None:
+        resolve(
+            reply,
+            [(e.state, e.record, e.ref) for e in self.entries.values()],
+        )
+
+    # -- terminal news -----------------------------------------------------------------------
+
+    def _on_terminal(self, message: AttemptTerminal) -> None:
+        entry = self.entries.get(message.attempt_id)
+        if entry is None or entry.state != "active":
+            return
+        # Persisted already: now it becomes visible, the delta first.
+        self.deltas.put(message.attempt_id, message.context_delta, message.usage)
+        entry.record = message.record
+        entry.state = "terminal"
+        entry.cancellations.update(message.cancellation_receipts)
+        self._retire(entry)
+        if self.on_complete is not None:
+            callback = self.on_complete
+            try:
+                self.delivery.submit(self._run_callback, message.attempt_id, callback)
+            except RuntimeError:
+                log.warning("attempt %s: delivery pool stopped; callback skipped", entry.attempt_id)
+
+    def _run_callback(self, attempt_id: str, callback: CompletionCallback) -> None:
+        # Runs on the delivery thread.
+        if inspect.iscoroutinefunction(callback):
+            loop = self.rt.loop
+
+            def sync(result: BackgroundResult) -> None:
+                coro: Awaitable[Any] = callback(result)
+                asyncio.run_coroutine_threadsafe(coro, loop).result()  # type: ignore[arg-type]
+
+            self.deliverer.run_callback(attempt_id, sync)
+        else:
+            self.deliverer.run_callback(attempt_id, callback)
+
+    def _on_lost(self, message: AttemptLost) -> None:
+        entry = self.entries.get(message.attempt_id)
+        if entry is None or entry.state != "active":
+            return
+        entry.state = "lost"
+        entry.cancellations.update(message.cancellation_receipts)
+        with contextlib.suppress(StoreError):
+            entry.record = self.rt.store.load_attempt(message.attempt_id)
+        self._retire(entry)
+
+    def _retire(self, entry: _Entry) -> None:
+        if self.active_by_agent.get(entry.agent_id) == entry.attempt_id:
+            del self.active_by_agent[entry.agent_id]
+        ref, entry.ref = entry.ref, None
+        if ref is not None:
+            # Every request forwarded earlier is ahead of this stop in the mailbox.
+            ref.stop(block=False)
+        for watcher in entry.watchers:
+            resolve(watcher, entry.state)
+        entry.watchers.clear()
+        for watcher in self.any_watchers:
+            resolve(watcher, "any")
+        self.any_watchers.clear()
+        self._check_settled()
+
+    # -- shutdown ----------------------------------------------------------------------------
+
+    def begin_shutdown(self, abort: bool, reply: Reply) -> None:
+        """Close admission, ask every live attempt to stop (``abort``: now), and
+        answer a future that resolves once no attempt is active."""
+        self.closing = True
+        for entry in self.entries.values():
+            if entry.state == "active" and entry.ref is not None:
+                if abort:
+                    entry.ref.tell(Abort())
+                else:
+                    entry.ref.tell(
+                        Cancel(
+                            reason="supervisor shutdown",
+                            cancellation_id=None,
+                            reply=None,
+                            shutdown=True,
+                        )
+                    )
+        settled: Reply = concurrent.futures.Future()
+        self.settle_watchers.append(settled)
+        self._check_settled()
+        resolve(reply, settled)
+
+    def _check_settled(self) -> None:
+        if any(e.state == "active" for e in self.entries.values()):
+            return
+        for watcher in self.settle_watchers:
+            resolve(watcher, None)
+        self.settle_watchers.clear()
+
+    def unfinished(self, reply: Reply) -> None:
+        resolve(reply, sorted(a for a, e in self.entries.items() if e.state == "active"))
+
+
+class BackgroundSubagentSupervisor:
+    """Runs background subagent attempts; safe to use from any thread and from asyncio.
+
+    Without a ``store`` it keeps attempts in an internal
+    :class:`~storage.MemorySessionStore`; with a durable store and an
+    ``owner`` identity every acceptance, execution transition, heartbeat and
+    terminal outcome is committed there before anyone sees it. Both modes run
+    the same code.
+
+    ``runner`` is the default child runner (see :mod:`actors._child`);
+    ``delegate`` may pass one per call. ``on_complete(result)`` is the
+    completion callback: it runs on the supervisor's delivery thread (a coroutine
+    function runs on the supervisor's loop, the delivery thread waiting for it),
+    one result at a time, only for results it claims first. When it returns, the
+    result counts as delivered; when it raises, the exception is logged, the
+    claim is released and the result stays pending for ``wait`` or
+    :meth:`take_pending`. It must not block on this supervisor's own ``_sync``
+    calls for long (they work, but they hold the delivery thread).
+
+    Every coroutine method has a ``_sync`` twin. Do not call a ``_sync`` method
+    on the supervisor's own event loop thread (it would block the loop the
+    children run on); call the coroutine there.
+
+    Real time (thread joins, wait and shutdown deadlines) uses
+    ``time.monotonic``; record time and leases use ``clock`` (the store's clock
+    when none is given).
+    """
+
+    def __init__(
+        self,
+        *,
+        runner: ChildRunner | None = None,
+        store: SessionStore | None = None,
+        owner: OwnerIdentity | None = None,
+        namespace_id: str = "default",
+        session_id: str = "background-default",
+        limits: SupervisorLimits | None = None,
+        clock: Clock | None = None,
+        ids: IdSource | None = None,
+        on_complete: CompletionCallback | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+        parent_run_id: str = "run-background-default",
+    ) -> None:
+        self.limits = limits or SupervisorLimits()
+        self.ids: IdSource = ids or RandomIds()
+        if store is None:
+            self.clock: Clock = clock or SystemClock()
+            self.store: SessionStore = MemorySessionStore(
+                clock=self.clock, retention_seconds=self.limits.retention
+            )
+            self._own_store = True
+        else:
+            self.clock = clock or store.clock
+            self.store = store
+            self._own_store = False
+        self.owner = owner or OwnerIdentity(
+            host_instance_id=f"host-{self.ids.token_hex(8)}", fencing_generation=1
+        )
+        self.namespace_id = namespace_id
+        self.session_id = session_id
+        self.parent_run_id = parent_run_id
+        self._runner = runner
+        self._on_complete = on_complete
+        self._host_loop = loop
+        self.deltas = DeltaBox()
+        self.deliverer = Deliverer(
+            store=self.store,
+            ids=self.ids,
+            limits=self.limits,
+            deltas=self.deltas,
+            namespace_id=namespace_id,
+            session_id=session_id,
+        )
+        self._lock = threading.Lock()
+        self._shutdown_lock = threading.Lock()
+        self._started = False
+        self._closed = False
+        self._loop_thread: LoopThread | None = None
+        self._heartbeats: WorkerPool | None = None
+        self._delivery: WorkerPool | None = None
+        self._runtime: Runtime | None = None
+        self._ref: pykka.ActorRef[Any] | None = None
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "started" if self._started else "idle"
+        return (
+            f"BackgroundSubagentSupervisor(namespace_id={self.namespace_id!r}, "
+            f"session_id={self.session_id!r}, {state})"
+        )
+
+    @classmethod
+    def new(cls) -> BackgroundSubagentSupervisor:
+        """The spec's ``BackgroundSubagentSupervisor::new()``: all defaults."""
+        return cls()
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    def _ensure_started(self) -> pykka.ActorRef[Any]:
+        with self._lock:
+            if self._closed:
+                raise BackgroundSubagentError.Closing("the supervisor is shut down")
+            if self._ref is not None:
+                return self._ref
+            self._ensure_session()
+            if self._host_loop is None:
+                self._loop_thread = LoopThread(name="subagents-loop")
+                loop = self._loop_thread.loop
+            else:
+                loop = self._host_loop
+            self._heartbeats = WorkerPool("subagents-heartbeat", size=2)
+            self._delivery = WorkerPool("subagents-delivery", size=1)
+            self._runtime = Runtime(
+                store=self.store,
+                clock=self.clock,
+                ids=self.ids,
+                limits=self.limits,
+                owner=self.owner,
+                namespace_id=self.namespace_id,
+                session_id=self.session_id,
+                loop=loop,
+                heartbeats=self._heartbeats,
+            )
+            self._ref = SupervisorActor.start(
+                runtime=self._runtime,
+                deliverer=self.deliverer,
+                deltas=self.deltas,
+                default_runner=self._runner,
+                on_complete=self._on_complete,
+                delivery=self._delivery,
+            )
+            self._started = True
+            return self._ref
+
+    def _ensure_session(self) -> None:
+        try:
+            self.store.load_session(self.session_id)
+            return
+        except NotFound:
+            pass
+        except StoreError as exc:
+            raise BackgroundSubagentError.Durability(
+                "could not load the parent session", session_id=self.session_id
+            ) from exc
+        now = self.clock.now()
+        try:
+            self.store.create_session(
+                SessionRecord(
+                    session_id=self.session_id,
+                    namespace_id=self.namespace_id,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+        except StoreError as exc:
+            raise BackgroundSubagentError.Durability(
+                "could not create the parent session", session_id=self.session_id
+            ) from exc
+
+    def _call(self, name: str, *args: Any) -> Reply:
+        ref = self._ensure_started()
+        reply: Reply = concurrent.futures.Future()
+        try:
+            ref.tell(Call(name=name, args=args, reply=reply))
+        except pykka.ActorDeadError as exc:
+            raise BackgroundSubagentError.Closing("the supervisor is shut down") from exc
+        return reply
+
+    # -- delegate ----------------------------------------------------------------------------
+
+    def delegate_sync(
+        self,
+        subagent_name: str,
+        prompt: str,
+        agent_id: str | None = None,
+        linked_task_id: str | None = None,
+        *,
+        runner: ChildRunner | None = None,
+        parent_run_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> DelegateResult:
+        """Accept a background attempt and return at once (it runs on the loop).
+
+        ``agent_id`` continues a known background agent (``status ==
+        "continued"``, fresh ``attempt_id``); an unknown one, or one bound to
+        another subagent, is ``NotFound``; one with an active attempt is
+        ``ActiveConversation``. Also ``Closing``, ``QuotaExceeded``,
+        ``PromptTooLarge``, ``Durability``.
+        """
+        reply = self._call(
+            "delegate",
+            DelegateRequest(
+                subagent_name=subagent_name,
+                prompt=prompt,
+                agent_id=agent_id,
+                linked_task_id=linked_task_id,
+                runner=runner,
+                parent_run_id=parent_run_id or self.parent_run_id,
+                metadata=dict(metadata or {}),
+            ),
+        )
+        result: DelegateResult = reply.result()
+        return result
+
+    async def delegate(
+        self,
+        subagent_name: str,
+        prompt: str,
+        agent_id: str | None = None,
+        linked_task_id: str | None = None,
+        *,
+        runner: ChildRunner | None = None,
+        parent_run_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> DelegateResult:
+        """Coroutine twin of :meth:`delegate_sync`."""
+        reply = self._call(
+            "delegate",
+            DelegateRequest(
+                subagent_name=subagent_name,
+                prompt=prompt,
+                agent_id=agent_id,
+                linked_task_id=linked_task_id,
+                runner=runner,
+                parent_run_id=parent_run_id or self.parent_run_id,
+                metadata=dict(metadata or {}),
+            ),
+        )
+        result: DelegateResult = await asyncio.wrap_future(reply)
+        return result
+
+    # -- steer / cancel ----------------------------------------------------------------------
+
+    def _steer_reply(self, attempt_id: str, message: str, steering_id: str | None) -> Reply:
+        size = len(message.encode("utf-8"))
+        if size > self.limits.max_steering_bytes:
+            raise BackgroundSubagentError.SteeringTooLarge(
+                "the steering message is too large",
+                attempt_id=attempt_id,
+                size_bytes=size,
+                limit=self.limits.max_steering_bytes,
+            )
+        return self._call("steer", attempt_id, message, steering_id)
+
+    def steer_sync(
+        self, attempt_id: str, message: str, steering_id: str | None = None
+    ) -> SteerReceipt:
+        """Queue ``message`` for the child's next turn boundary.
+
+        The same ``steering_id`` and message return the same receipt and queue
+        once; the same id with another message is ``IdempotencyConflict``.
+        ``SteeringTooLarge``, ``SteeringQueueFull``, ``Terminal``, ``NotFound``.
+        """
+        result: SteerReceipt = self._steer_reply(attempt_id, message, steering_id).result()
+        return result
+
+    async def steer(
+        self, attempt_id: str, message: str, steering_id: str | None = None
+    ) -> SteerReceipt:
+        """Coroutine twin of :meth:`steer_sync`."""
+        reply = self._steer_reply(attempt_id, message, steering_id)
+        result: SteerReceipt = await asyncio.wrap_future(reply)
+        return result
+
+    def _cancel_reply(
+        self, attempt_id: str, reason: str | None, cancellation_id: str | None
+    ) -> Reply:
+        if reason is not None:
+            size = len(reason.encode("utf-8"))
+            if size > self.limits.max_cancellation_reason_bytes:
+                raise BackgroundSubagentError.CancellationReasonTooLarge(
+                    "the cancellation reason is too large",
+                    attempt_id=attempt_id,
+                    size_bytes=size,
+                    limit=self.limits.max_cancellation_reason_bytes,
+                )
+        return self._call("cancel", attempt_id, reason, cancellation_id)
+
+    def cancel_sync(
+        self, attempt_id: str, reason: str | None = None, cancellation_id: str | None = None
+    ) -> CancelResult:
+        """Request cancellation: ``cancellation_requested``, or the terminal status.
+
+        The child is asked to stop cooperatively and its task is cancelled after
+        ``cancellation_grace``. The first reason is kept; the same
+        ``cancellation_id`` with another reason is ``IdempotencyConflict``. A
+        child that finished before the request was processed keeps its outcome
+        (the race is visible: ``wait`` reports ``completed``).
+        """
+        result: CancelResult = self._cancel_reply(attempt_id, reason, cancellation_id).result()
+        return result
+
+    async def cancel(
+        self, attempt_id: str, reason: str | None = None, cancellation_id: str | None = None
+    ) -> CancelResult:
+        """Coroutine twin of :meth:`cancel_sync`."""
+        reply = self._cancel_reply(attempt_id, reason, cancellation_id)
+        result: CancelResult = await asyncio.wrap_future(reply)
+        return result
+
+    # -- wait --------------------------------------------------------------------------------
+
+    def wait_sync(
+        self, attempt_id: str | None = None, timeout_seconds: float | None = 30.0
+    ) -> WaitResult:
+        """One bounded wait (clamped to [0, 300] s, one absolute deadline).
+
+        With an attempt: ``not_found``, still running (``timed_out``), the
+        terminal result delivered by this wait, or owned elsewhere. Without:
+        waits for the next terminal attempt (if any is active) and returns a
+        summary of all.
+        """
+        deadline = time.monotonic() + clamp_wait(timeout_seconds)
+        state, payload, done = self._call("watch", attempt_id).result()
+        try:
+            outcome = done.result(timeout=max(0.0, deadline - time.monotonic()))
+        except concurrent.futures.TimeoutError:
+            outcome = None
+        return self._finish_wait(attempt_id, state, payload, outcome)
+
+    async def wait(
+        self, attempt_id: str | None = None, timeout_seconds: float | None = 30.0
+    ) -> WaitResult:
+        """Coroutine twin of :meth:`wait_sync`."""
+        deadline = time.monotonic() + clamp_wait(timeout_seconds)
+        state, payload, done = await asyncio.wrap_future(self._call("watch", attempt_id))
+        try:
+            outcome = await asyncio.wait_for(
+                asyncio.shield(asyncio.wrap_future(done)),
+                max(0.0, deadline - time.monotonic()),
+            )
+        except TimeoutError:
+            outcome = None
+        return await asyncio.to_thread(self._finish_wait, attempt_id, state, payload, outcome)
+
+    def _finish_wait(
+        self, attempt_id: str | None, state: str, payload: Any, outcome: str | None
+    ) -> WaitResult:
+        if state == "not_found":
+            return WaitResult(
+                status="not_found",
+                attempt_id=attempt_id,
+                known_attempt_ids=list(payload),
+                message="No background attempt has this id.",
+            )
+        if attempt_id is None:
+            info = self.info_sync()
+            return WaitResult(
+                status="summary",
+                timed_out=outcome is None,
+                attempts=[*info.active, *info.retained],
+            )
+        if outcome is None:
+            record: AttemptRecord = self._call("describe", attempt_id).result()
+            return WaitResult(
+                status=str(record.execution_status),
+                attempt_id=attempt_id,
+                agent_id=record.agent_id,
+                subagent_name=record.subagent_name,
+                linked_task_id=record.linked_task_id,
+                timed_out=True,
+                delivery_status=str(record.delivery_status),
+                retention_status=str(record.retention_status),
+                message="Still running. Do not poll; its result will be delivered to you.",
+            )
+        try:
+            result, record = self.deliverer.deliver(attempt_id, "wait")
+        except BackgroundSubagentError.DeliveryClaimed:
+            return self._elsewhere(attempt_id, "claimed")
+        except BackgroundSubagentError.Delivered:
+            return self._elsewhere(attempt_id, "delivered")
+        except BackgroundSubagentError.Durability:
+            # Not terminal in the store (lost to another owner) or the store failed.
+            return self._elsewhere(attempt_id, None)
+        return WaitResult(
+            status=result.status,
+            attempt_id=attempt_id,
+            agent_id=result.agent_id,
+            subagent_name=result.subagent_name,
+            linked_task_id=result.linked_task_id,
+            delivery_status=str(record.delivery_status),
+            retention_status=result.retention_status,
+            failure_category=result.failure_category,
+            cancellation_reason=result.cancellation_reason,
+            result=result.output,
+            error=result.error,
+        )
+
+    def _elsewhere(self, attempt_id: str, delivery: str | None) -> WaitResult:
+        try:
+            record = self.store.load_attempt(attempt_id)
+        except StoreError as exc:
+            raise BackgroundSubagentError.Durability(
+                "could not load the attempt", attempt_id=attempt_id
+            ) from exc
+        return WaitResult(
+            status=str(record.execution_status),
+            attempt_id=attempt_id,
+            agent_id=record.agent_id,
+            subagent_name=record.subagent_name,
+            linked_task_id=record.linked_task_id,
+            owned_elsewhere=True,
+            delivery_status=delivery or str(record.delivery_status),
+            retention_status=str(record.retention_status),
+            failure_category=record.failure_category,
+            cancellation_reason=record.cancellation_reason,
+            message="Another consumer owns this result."
+            if is_active_execution(str(record.execution_status)) is False
+            else "Another host owns this attempt.",
+        )
+
+    # -- info and pending --------------------------------------------------------------------
+
+    def info_sync(self) -> InfoResult:
+        """``{active: [...], retained: [...]}``: live attempts and undelivered results."""
+        entries = self._call("snapshot").result()
+        refs = [(record, ref) for state, record, ref in entries if state == "active"]
+        active: list[AttemptSummary] = []
+        for record, ref in refs:
+            current = record
+            if ref is not None:
+                reply: Reply = concurrent.futures.Future()
+                try:
+                    ref.tell(Describe(reply=reply))
+                    current = reply.result(timeout=5.0)
+                except (pykka.ActorDeadError, concurrent.futures.TimeoutError):
+                    current = record
+            active.append(_summary(current))
+        try:
+            pending = self.store.list_pending_attempts(self.namespace_id, self.session_id)
+        except StoreError as exc:
+            raise BackgroundSubagentError.Durability("could not list pending results") from exc
+        return InfoResult(active=active, retained=[_summary(r) for r in pending])
+
+    async def info(self) -> InfoResult:
+        """Coroutine twin of :meth:`info_sync`."""
+        return await asyncio.to_thread(self.info_sync)
+
+    def take_pending_sync(self, run_id: str | None = None) -> list[BackgroundResult]:
+        """The parent's next turn: deliver every pending result nobody else claimed.
+
+        Each result comes once, with its context delta (when this process has
+        it). Works after shutdown too (it only needs the store).
+        """
+        return self.deliverer.take_pending(run_id)
+
+    async def take_pending(self, run_id: str | None = None) -> list[BackgroundResult]:
+        """Coroutine twin of :meth:`take_pending_sync`."""
+        return await asyncio.to_thread(self.deliverer.take_pending, run_id)
+
+    # -- shutdown ----------------------------------------------------------------------------
+
+    def shutdown_checked_sync(self, timeout: float | None = None) -> None:
+        """Stop admission, finish or cancel every attempt, drain, stop every thread.
+
+        Within one absolute deadline (default ``shutdown_grace``): ask children
+        to stop cooperatively for most of it (80 %), then cancel their tasks;
+        wait until every attempt's terminal outcome is persisted; drain the
+        completion callbacks and the store (``store.drain()``); stop every
+        actor, the pools and the owned loop and join their threads. On deadline
+        it raises ``BackgroundSubagentError.ShutdownDeadline`` (field
+        ``unfinished``) and keeps every unfinished attempt owned and running:
+        keep the supervisor alive and call it again. Concurrent calls
+        serialize; after a completed shutdown it returns at once. Admission
+        stays closed (``Closing``) from the first call on.
+        """
+        budget = self.limits.shutdown_grace if timeout is None else max(0.0, float(timeout))
+        start = time.monotonic()
+        deadline = start + budget
+        if not self._shutdown_lock.acquire(timeout=budget):
+            raise BackgroundSubagentError.ShutdownDeadline(
+                "another shutdown is still running", unfinished=[]
+            )
+        try:
+            self._shutdown_locked(start, deadline, budget)
+        finally:
+            self._shutdown_lock.release()
+
+    async def shutdown_checked(self, timeout: float | None = None) -> None:
+        """Coroutine twin of :meth:`shutdown_checked_sync`.
+
+        It runs on its own thread, so cancelling this coroutine loses nothing:
+        the shutdown goes on and a later call serializes behind it.
+        """
+        done: Reply = concurrent.futures.Future()
+
+        def main() -> None:
+            try:
+                self.shutdown_checked_sync(timeout)
+            except BaseException as exc:
+                resolve(done, error=exc)
+            else:
+                resolve(done, None)
+
+        thread = threading.Thread(target=main, name="subagents-shutdown", daemon=False)
+        thread.start()
+        await asyncio.shield(asyncio.wrap_future(done))
+        thread.join(1.0)  # it resolved ``done`` as its last step
+
+    def _shutdown_locked(self, start: float, deadline: float, budget: float) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            ref = self._ref
+            if ref is None:
+                self._closed = True
+                self._close_store()
+                return
+
+        def remaining() -> float:
+            return max(0.0, deadline - time.monotonic())
+
+        def unfinished() -> list[str]:
+            try:
+                ids: list[str] = self._call("unfinished").result(timeout=max(remaining(), 0.5))
+            except (concurrent.futures.TimeoutError, BackgroundSubagentError):
+                return []
+            return ids
+
+        settled: Reply = self._call("begin_shutdown", False).result(timeout=None)
+        cooperative = start + 0.8 * budget
+        try:
+            settled.result(timeout=max(0.0, cooperative - time.monotonic()))
+        except concurrent.futures.TimeoutError:
+            settled = self._call("begin_shutdown", True).result(timeout=None)
+            try:
+                settled.result(timeout=remaining())
+            except concurrent.futures.TimeoutError:
+                raise BackgroundSubagentError.ShutdownDeadline(
+                    "shutdown deadline: attempts are still finishing; retry",
+                    unfinished=unfinished(),
+                ) from None
+        delivery = self._delivery
+        if delivery is not None:
+            pending = delivery.pending()
+            _, not_done = concurrent.futures.wait(pending, timeout=remaining())
+            if not_done:
+                raise BackgroundSubagentError.ShutdownDeadline(
+                    "shutdown deadline: completion callbacks are still running; retry",
+                    unfinished=[],
+                )
+        try:
+            self.store.drain()
+        except StoreError as exc:
+            raise BackgroundSubagentError.Durability(
+                "the store could not drain its background work"
+            ) from exc
+        self._stop_threads(remaining)
+
+    def _stop_threads(self, remaining: Callable[[], float]) -> None:
+        ref = self._ref
+        assert ref is not None and self._runtime is not None
+        refs = [r for _, _, r in self._call("snapshot").result(timeout=None) if r is not None]
+        for attempt_ref in refs:
+            attempt_ref.stop(block=False)
+        try:
+            ref.stop(block=True, timeout=remaining() or 0.001)
+        except pykka.Timeout:
+            raise BackgroundSubagentError.ShutdownDeadline(
+                "shutdown deadline: the supervisor actor did not stop; retry", unfinished=[]
+            ) from None
+        stopped = True
+        for pool in (self._heartbeats, self._delivery):
+            if pool is not None:
+                stopped = pool.stop(remaining()) and stopped
+        if self._loop_thread is not None:
+            stopped = self._loop_thread.stop(remaining()) and stopped
+        with self._runtime.threads_lock:
+            threads = list(self._runtime.threads)
+        for thread in threads:
+            if thread is not threading.current_thread():
+                thread.join(remaining())
+                stopped = stopped and not thread.is_alive()
+        with self._lock:
+            self._closed = True
+            self._ref = None
+        self._close_store()
+        if not stopped:
+            raise BackgroundSubagentError.ShutdownDeadline(
+                "shutdown deadline: some threads are still ending", unfinished=[]
+            )
+
+    def _close_store(self) -> None:
+        if self._own_store:
+            with contextlib.suppress(Failed):
+                self.store.close()
+
+    def shutdown(self, timeout: float | None = None) -> None:
+        """Best-effort compatibility helper: a checked shutdown whose deadline
+        error is logged, then every thread is stopped anyway. Unfinished
+        attempts stay in the store under a lease that will expire (reconcile
+        records them as ``host_process_lost``)."""
+        try:
+            self.shutdown_checked_sync(timeout)
+            return
+        except BackgroundSubagentError as exc:
+            log.warning("best-effort shutdown: %s", exc)
+        with self._lock:
+            ref, self._ref = self._ref, None
+            self._closed = True
+        if ref is not None:
+            try:
+                reply: Reply = concurrent.futures.Future()
+                ref.tell(Call(name="snapshot", args=(), reply=reply))
+                for _, _, attempt_ref in reply.result(timeout=1.0):
+                    if attempt_ref is not None:
+                        attempt_ref.stop(block=False)
+            except (pykka.ActorDeadError, concurrent.futures.TimeoutError):
+                pass
+            with contextlib.suppress(pykka.Timeout):
+                ref.stop(block=True, timeout=1.0)
+        for pool in (self._heartbeats, self._delivery):
+            if pool is not None:
+                pool.stop(1.0)
+        if self._loop_thread is not None:
+            self._loop_thread.stop(1.0)
