@@ -1,8 +1,9 @@
 """Agents: the builder, the run loop, and the app facade.
 
 The run loop: send the messages and tool definitions to the model; if the
-response calls tools, validate and run each call in order and send the
-results back; repeat until the model answers with text only. A tool that
+response calls tools, validate and run the calls (concurrently when there are
+several, so independent delegations overlap) and send the results back, in
+call order; repeat until the model answers with text only. A tool that
 raises :class:`ToolError` (bad arguments included) is answered with a retry
 prompt, at most ``retries`` times per tool per run, after which the run fails
 with :class:`ToolRetriesExceeded`. The run fails with
@@ -12,6 +13,7 @@ model requests. Any other exception from a tool or hook fails the run as is.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Coroutine, Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -61,6 +63,33 @@ T = TypeVar("T")
 
 DEFAULT_REQUEST_LIMIT = 50
 DEFAULT_RETRIES = 1
+
+
+async def _all_or_none(coroutines: list[Coroutine[Any, Any, T]]) -> list[T]:
+    """Run ``coroutines`` concurrently; results in order, or the first error.
+
+    The first failure (or our own cancellation) cancels the others and waits
+    for them, so no tool call outlives the run step that started it. The
+    error is raised as is, not wrapped in an exception group.
+    """
+    tasks = [asyncio.ensure_future(coroutine) for coroutine in coroutines]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    except BaseException:
+        await _cancel_all(tasks)
+        raise
+    for task in tasks:
+        error = task.exception() if task.done() and not task.cancelled() else None
+        if error is not None:
+            await _cancel_all(tasks)
+            raise error
+    return [task.result() for task in tasks]
+
+
+async def _cancel_all(tasks: Sequence[asyncio.Future[Any]]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 class Agent:
@@ -226,8 +255,8 @@ class Agent:
                 dependencies.insert(AgentContextHandle(context))
                 if sink is not None:
                     dependencies.insert(sink)
-            parts = [
-                await self._call_tool(
+            calling = [
+                self._call_tool(
                     call,
                     context=context,
                     run_id=run_id,
@@ -239,6 +268,7 @@ class Agent:
                 )
                 for call in calls
             ]
+            parts = [await calling[0]] if len(calling) == 1 else await _all_or_none(calling)
             messages.append(ModelRequest(parts=tuple(parts)))
 
     async def _request(

@@ -9,6 +9,7 @@ the parent. It publishes lifecycle events on the parent context:
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import re
 from collections.abc import Callable
@@ -302,6 +303,13 @@ class SubagentRegistry:
                 task_id=task.id.as_str(),
                 child_run_id=run.child_run_id.as_str(),
             ) from error
+        except BaseException as signal:
+            # Cancellation and kernel signals pass through untouched, but the
+            # parent still learns the child stopped. Hooks are not awaited: a
+            # cancelled task must not start new waits.
+            cancelled = isinstance(signal, asyncio.CancelledError)
+            run.fail({"error": "cancelled" if cancelled else type(signal).__name__})
+            raise
 
         if metadata is not None:
             completed = SubagentExecutionOutcome.Completed(

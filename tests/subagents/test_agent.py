@@ -399,3 +399,54 @@ async def test_a_response_without_parts_is_a_model_error() -> None:
 
     with pytest.raises(ModelError, match="no parts"):
         await AgentBuilder(FunctionModel(empty)).build().run("go")
+
+
+async def test_several_tool_calls_in_one_response_run_concurrently_and_return_in_order() -> None:
+    both_started = asyncio.Event()
+    started: list[str] = []
+
+    async def rendezvous(ctx: ToolContext, args: dict[str, str]) -> str:
+        started.append(args["who"])
+        if len(started) == 2:
+            both_started.set()
+        # Run one after the other, the first call would wait here forever.
+        await asyncio.wait_for(both_started.wait(), timeout=5)
+        return args["who"]
+
+    schema = {"type": "object", "properties": {"who": {"type": "string"}}}
+    tool = FunctionTool("meet", None, schema, rendezvous)
+    model = TestModel.with_tool_calls([("meet", {"who": "a"}), ("meet", {"who": "b"})], "met")
+
+    result = await AgentBuilder(model).tool(tool).build().run("go")
+
+    assert [p.content for p in _parts(result.messages, ToolReturnPart)] == ["a", "b"]
+    assert result.output == "met"
+
+
+async def test_a_failing_concurrent_call_cancels_its_siblings() -> None:
+    cancelled: list[bool] = []
+    never = asyncio.Event()
+
+    async def waits(ctx: ToolContext, args: Any) -> str:
+        try:
+            await never.wait()
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+        return "late"
+
+    def crash(ctx: ToolContext, args: Any) -> str:
+        raise KeyError("bug")
+
+    model = TestModel.with_tool_calls([("waits", {}), ("crash", {})], "never")
+    agent = (
+        AgentBuilder(model)
+        .tool(FunctionTool("waits", None, {}, waits))
+        .tool(FunctionTool("crash", None, {}, crash))
+        .build()
+    )
+
+    with pytest.raises(KeyError):
+        await agent.run("go")
+
+    assert cancelled == [True]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -446,3 +447,27 @@ def test_the_delegate_tool_schema_lists_the_registered_names_and_forbids_extras(
     assert schema["properties"]["name"]["enum"] == ["research", "writer"]
     assert schema["required"] == ["name", "prompt"]
     assert schema["additionalProperties"] is False
+
+
+async def test_a_cancelled_delegation_publishes_failed_and_propagates() -> None:
+    entered = asyncio.Event()
+
+    async def hangs(messages: Any, params: ModelRequestParameters) -> str:
+        entered.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    child = AgentBuilder(FunctionModel(hangs)).build()
+    registry = _registry(SubagentConfig("research", child))
+    context = AgentContext()
+
+    delegation = asyncio.ensure_future(registry.delegate("research", "x", context))
+    await entered.wait()
+    delegation.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await delegation
+
+    started, failed = _lifecycle(context)
+    assert started.kind == SubagentLifecycleKind.STARTED
+    assert failed.kind == SubagentLifecycleKind.FAILED
+    assert failed.metadata["error"] == "cancelled"
