@@ -10,7 +10,7 @@ Whatever store is current at the end is closed in teardown.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +19,17 @@ from builders import Reopen
 from storage import LmdbSessionStore, ManualClock, MemorySessionStore, SessionStore
 
 STORE_KINDS = ("memory", "lmdb", "lmdb-reopen")
+_PASSED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if report.when == "call":
+        item.stash[_PASSED] = report.passed
+    return report
 
 
 class Stores:
@@ -48,9 +59,11 @@ class Stores:
 
     def close(self) -> None:
         self.current.close()
+
+    def check_reopened(self) -> None:
+        # A passing test that asks for ``reopen`` must use it, or lmdb-reopen
+        # silently degrades to plain lmdb.
         if self.kind == "lmdb-reopen" and self.reopen_requested:
-            # A test that asks for ``reopen`` must use it, or lmdb-reopen
-            # silently degrades to plain lmdb.
             assert self.reopened > 0, "the test requested reopen but never reopened"
 
 
@@ -66,6 +79,8 @@ def stores(request: pytest.FixtureRequest, tmp_path: Path, clock: ManualClock) -
         yield handle
     finally:
         handle.close()
+    if request.node.stash.get(_PASSED, False):
+        handle.check_reopened()
 
 
 @pytest.fixture
