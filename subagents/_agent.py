@@ -347,10 +347,11 @@ class Agent:
             if sink is not None:
                 sink.push(
                     TOOL_RETRY,
-                    {"tool_name": name, "tool_call_id": call.tool_call_id, "error": str(error)},
+                    {"tool_name": name, "tool_call_id": call.tool_call_id, "error": error.message},
                 )
+            # The bare message: the model needs the reason, not our field dump.
             return RetryPromptPart(
-                content=str(error), tool_name=name, tool_call_id=call.tool_call_id
+                content=error.message, tool_name=name, tool_call_id=call.tool_call_id
             )
         for hook in self._hooks:
             await hook.after_tool_call(tool_context, call, result)

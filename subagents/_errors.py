@@ -44,6 +44,8 @@ never be swallowed by ``except Exception`` derive from
 
 from __future__ import annotations
 
+from typing import Any
+
 from statemachines import SubagentsError
 
 
@@ -69,12 +71,17 @@ class ToolSchemaError(AgentConfigError):
     the tool is constructed, so a schema is never silently half-enforced.
     """
 
+    tool: str
+    path: str
+
 
 class ModelError(AgentError):
     """The model raised, returned an unusable response, or ran out of script.
 
     Fields: ``model`` and, when known, ``run_id``.
     """
+
+    model: str
 
 
 class UsageLimitExceeded(AgentError):
@@ -83,12 +90,20 @@ class UsageLimitExceeded(AgentError):
     Fields: ``limit``, ``requests`` and ``run_id``.
     """
 
+    limit: int
+    requests: int
+    run_id: str
+
 
 class ToolRetriesExceeded(AgentError):
     """A tool failed (bad arguments or ``ToolError``) more often than the retry limit allows.
 
     Fields: ``tool``, ``retries`` and ``run_id``; ``__cause__`` is the last ``ToolError``.
     """
+
+    tool: str
+    retries: int
+    run_id: str
 
 
 class SubagentError(AgentError):
@@ -98,9 +113,14 @@ class SubagentError(AgentError):
     before this was raised.
     """
 
+    name: str
+    task_id: str
+
 
 class MissingSubagent(SubagentError):
     """No subagent is registered under the requested name. Field: ``registered``."""
+
+    registered: list[str]
 
 
 class RecursiveSubagentDelegation(SubagentError):
@@ -109,6 +129,8 @@ class RecursiveSubagentDelegation(SubagentError):
     Field: ``stack`` (the names of the subagents already running, outermost first).
     """
 
+    stack: list[str]
+
 
 class SubagentHookError(SubagentError):
     """A :class:`SubagentExecutionHook` raised. Field: ``hook`` (the method name).
@@ -116,9 +138,13 @@ class SubagentHookError(SubagentError):
     ``__cause__`` is the hook's exception.
     """
 
+    hook: str
+
 
 class SubagentRunFailed(SubagentError):
     """The child agent's run raised. Field: ``child_run_id``; ``__cause__`` is the child error."""
+
+    child_run_id: str
 
 
 class ToolError(SubagentsError):
@@ -129,6 +155,14 @@ class ToolError(SubagentsError):
     Fields: ``tool`` and whatever the tool adds.
     """
 
+    tool: str | None
+
+    def __init__(self, message: str = "", *, tool: str | None = None, **fields: Any) -> None:
+        if tool is not None:
+            fields["tool"] = tool
+        super().__init__(message, **fields)
+        self.tool = tool
+
 
 class ToolArgumentError(ToolError):
     """Model-supplied tool arguments did not match the tool's schema.
@@ -137,6 +171,8 @@ class ToolArgumentError(ToolError):
     the whole object).
     """
 
+    path: str
+
 
 class PayloadError(SubagentsError):
     """A value given to ``T.from_value(...)`` does not decode into ``T``.
@@ -144,3 +180,6 @@ class PayloadError(SubagentsError):
     Fields: ``type`` (the record type name) and ``detail`` (msgspec's message,
     which names the offending path such as ``$.task_id``).
     """
+
+    type: str
+    detail: str

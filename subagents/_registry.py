@@ -552,7 +552,7 @@ class DelegateTool(Tool):
             delegated = await self.registry._delegate(args.name, task, parent, sink)
         except SubagentError as error:
             raise ToolError(
-                f"delegation to subagent {args.name!r} failed: {error}",
+                f"delegation to subagent {args.name!r} failed: {error.message}",
                 tool=self.name,
                 subagent=args.name,
             ) from error

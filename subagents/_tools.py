@@ -20,6 +20,7 @@ from ._errors import AgentConfigError, ToolArgumentError
 from ._ids import ConversationId, RunId
 from ._models import ToolDefinition
 from ._schema import compile_schema
+from ._sync import run_blocking
 
 T = TypeVar("T")
 
@@ -125,6 +126,10 @@ class Tool:
     async def call(self, context: ToolContext, arguments: Any) -> ToolResult:
         """Validate ``arguments`` (a dict or JSON text) and run the tool."""
         return await self.invoke(context, self.validate(self.decode_arguments(arguments)))
+
+    def call_sync(self, context: ToolContext, arguments: Any) -> ToolResult:
+        """``call`` on a fresh event loop, for scripts. Refused inside a running loop."""
+        return run_blocking(self.call(context, arguments))
 
 
 ToolFunction = Callable[[ToolContext, Any], Any]

@@ -274,7 +274,7 @@ def test_async_modes_are_refused_until_the_supervisor_exists(
     with pytest.raises(AgentConfigError) as caught:
         builder.build()
 
-    assert caught.value.mode == mode.value
+    assert caught.value.fields["mode"] == mode.value
 
 
 def test_a_user_tool_named_delegate_collides_with_the_delegation_tool() -> None:

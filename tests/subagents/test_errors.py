@@ -58,3 +58,11 @@ def test_errors_keep_their_fields_through_pickling() -> None:
 
     assert (copy.tool, copy.path) == ("delegate", "$.name")
     assert type(copy) is errors_module.ToolArgumentError
+
+
+def test_a_tool_error_always_has_a_tool_attribute() -> None:
+    bare = errors_module.ToolError("try later")
+    named = errors_module.ToolError("try later", tool="search")
+
+    assert bare.tool is None and str(bare) == "try later"
+    assert named.tool == "search" and named.fields == {"tool": "search"}

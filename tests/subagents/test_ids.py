@@ -37,7 +37,7 @@ def test_ids_are_immutable_and_picklable() -> None:
     run_id = RunId("r")
 
     with pytest.raises(AttributeError):
-        run_id._value = "other"  # type: ignore[misc]
+        run_id._value = "other"
     assert pickle.loads(pickle.dumps(run_id)) == run_id
 
 

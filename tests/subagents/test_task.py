@@ -16,7 +16,7 @@ def test_tasks_are_immutable_and_builders_return_new_tasks() -> None:
     assert named.prompt == "collect facts"
     assert named.metadata == {"source": "docs"}
     with pytest.raises(AttributeError):
-        named.prompt = "other"  # type: ignore[misc]
+        named.prompt = "other"
 
 
 def test_each_task_gets_a_fresh_id_by_default() -> None:

@@ -96,3 +96,9 @@ def test_a_tool_context_carries_ids_step_and_dependencies() -> None:
     )
     assert context.dependency(int) == 42
     assert _context().dependency(int) is None
+
+
+def test_call_sync_runs_a_tool_from_a_script() -> None:
+    tool = FunctionTool("inc", None, OBJECT, lambda ctx, args: args["n"] + 1)
+
+    assert tool.call_sync(_context(), {"n": 1}) == ToolResult(2)
