@@ -37,15 +37,16 @@ def _reexports(tree: ast.Module) -> list[str]:
 
 def _declared_all(tree: ast.Module) -> list[str]:
     for node in tree.body:
-        targets: list[ast.expr] = []
         if isinstance(node, ast.Assign):
-            targets = node.targets
-        elif isinstance(node, ast.AnnAssign):
-            targets = [node.target]
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        else:
+            continue
         if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
-            value = ast.literal_eval(node.value)  # type: ignore[arg-type]
-            assert isinstance(value, list | tuple)
-            return list(value)
+            names = ast.literal_eval(value)
+            assert isinstance(names, list | tuple)
+            return [str(name) for name in names]
     raise AssertionError("__init__ declares no __all__")
 
 

@@ -79,8 +79,9 @@ def test_a_trigger_the_table_does_not_allow_raises_invalid_transition(spec: Mach
             build_machine(spec, model, initial=state)
             with pytest.raises(InvalidTransition) as info:
                 getattr(model, trigger)()
-            assert (info.value.machine, info.value.source) == (spec.name, state)
-            assert info.value.trigger == trigger
+            fields = info.value.fields
+            assert (fields["machine"], fields["source"]) == (spec.name, state)
+            assert fields["trigger"] == trigger
             assert model.state == state
             assert model.entered == []
             refused += 1
@@ -150,7 +151,9 @@ def _parse_mermaid(text: str) -> tuple[set[tuple[str, str, str | None]], set[str
 def test_to_mermaid_is_a_state_diagram_with_every_transition(spec: MachineSpec) -> None:
     text = to_mermaid(spec)
     edges, states = _parse_mermaid(text)
-    expected = {(t.source, t.dest, t.trigger) for t in spec.transitions}
+    expected: set[tuple[str, str, str | None]] = {
+        (t.source, t.dest, t.trigger) for t in spec.transitions
+    }
     expected.add(("[*]", spec.initial, None))
     expected |= {(s, "[*]", None) for s in spec.terminal}
     assert edges == expected
