@@ -322,10 +322,13 @@ class SubagentRegistry:
                     raise run.hook_failed(hook, "after_subagent_run", error) from error
 
         run.republish()
-        run.base["duration_seconds"] = run.elapsed()
-        run.base["request_count"] = run.child.usage.requests
-        run.base["result_preview"] = compact_preview(result.output)
-        run.publish(SubagentLifecycleKind.COMPLETED, result.run_id, run.base)
+        completion = {
+            **run.base,
+            "duration_seconds": run.elapsed(),
+            "request_count": run.child.usage.requests,
+            "result_preview": compact_preview(result.output),
+        }
+        run.publish(SubagentLifecycleKind.COMPLETED, result.run_id, completion)
         return SubagentResult(name, task, result)
 
     # Sync twins for scripts (each runs its own event loop).
