@@ -149,7 +149,13 @@ class Agent:
         *,
         message_history: Sequence[ModelMessage] | None = None,
     ) -> AgentResult:
-        """Run to text output. ``context`` (mutated in place) defaults to a fresh one."""
+        """Run to text output on the current event loop.
+
+        ``context`` (mutated in place: ``run_id``, ``usage``, events) defaults
+        to a fresh one. Raises :class:`UsageLimitExceeded`,
+        :class:`ToolRetriesExceeded` or :class:`ModelError`; an exception from
+        a hook or a non-``ToolError`` exception from a tool propagates as is.
+        """
         return await self._run_core(
             prompt, AgentContext() if context is None else context, None, message_history
         )
