@@ -68,6 +68,8 @@ def test_every_reexported_name_is_in_all(package: str) -> None:
 def test_every_name_in_all_resolves(package: str) -> None:
     names = _declared_all(ast.parse(_init(package).read_text()))
     module = importlib.import_module(package)
+    # A test directory with an ``__init__.py`` named like a layer shadows it.
+    assert Path(str(module.__file__)) == _init(package), f"{package} resolves to {module.__file__}"
     unresolved = [name for name in names if not hasattr(module, name)]
     assert unresolved == []
     assert list(module.__all__) == names
