@@ -1121,3 +1121,212 @@ def test_a_full_lmdb_map_gives_storage_full_and_loses_nothing(
             assert store.load_session(session.session_id) == session
     finally:
         store.close()
+
+
+# -- sessions ------------------------------------------------------------------------------
+
+
+def test_creating_a_session_is_idempotent_and_a_different_one_is_already_exists(
+    store: SessionStore, clock: ManualClock, reopen: Reopen
+) -> None:
+    session = fresh_session(clock)
+    stored = store.create_session(session)
+    assert stored == session
+    store = reopen(store)
+    assert store.create_session(session) == stored
+    with pytest.raises(AlreadyExists):
+        store.create_session(replace(session, profile="other"))
+    assert store.load_session(SESSION) == stored
+    with pytest.raises(NotFound):
+        store.load_session("missing")
+
+
+def test_sessions_are_listed_per_namespace_in_id_order(
+    store: SessionStore, clock: ManualClock
+) -> None:
+    for sid in ("s-b", "s-a", "s-c"):
+        store.create_session(fresh_session(clock, sid))
+    store.create_session(fresh_session(clock, "s-0", namespace_id="elsewhere"))
+    assert [s.session_id for s in store.list_sessions(NS)] == ["s-a", "s-b", "s-c"]
+    assert [s.session_id for s in store.list_sessions("elsewhere")] == ["s-0"]
+
+
+def test_session_status_moves_along_the_table_but_never_into_deleting(
+    store: SessionStore, clock: ManualClock
+) -> None:
+    store.create_session(fresh_session(clock))
+    assert store.update_session_status(SESSION, SessionStatus.INACTIVE).status == "inactive"
+    assert store.update_session_status(SESSION, SessionStatus.INACTIVE).status == "inactive"
+    assert store.update_session_status(SESSION, SessionStatus.ACTIVE).status == "active"
+    with pytest.raises(Conflict):
+        store.update_session_status(SESSION, SessionStatus.DELETING)
+    assert store.load_session(SESSION).status == SessionStatus.ACTIVE
+    with pytest.raises(NotFound):
+        store.fence_session_deletion("missing")
+
+
+# -- runs ----------------------------------------------------------------------------------
+
+
+def test_admitting_runs_allocates_sequence_numbers_and_stamps_store_time(
+    store: SessionStore, clock: ManualClock, reopen: Reopen
+) -> None:
+    setup_session(store, clock)
+    submitted = plain_run(clock, "run-2")
+    clock.advance(5)
+    receipt = store.admit_run(
+        replace(
+            submitted,
+            admission_lease=replace(
+                submitted.admission_lease, lease_expires_at=clock.now() + LEASE_TTL
+            ),
+        )
+    )
+    assert receipt.idempotent_replay is False
+    assert receipt.run.status == RunStatus.ADMITTED
+    assert receipt.run.created_at == receipt.run.updated_at == clock.now()
+    store = reopen(store)
+    runs = store.list_runs(SESSION)
+    assert [r.run_id for r in runs] == [PARENT_RUN, "run-2"]
+    assert runs[0].sequence_no < runs[1].sequence_no
+    assert store.load_run(SESSION, "run-2") == receipt.run
+    with pytest.raises(NotFound):
+        store.load_run(SESSION, "missing")
+
+
+def test_a_second_live_run_is_run_conflict_until_the_first_lease_expires(
+    store: SessionStore, clock: ManualClock
+) -> None:
+    setup_session(store, clock)
+    store.admit_run(plain_run(clock, "run-2"))
+    with pytest.raises(RunConflict):
+        store.admit_run(plain_run(clock, "run-3"))
+    with pytest.raises(NotFound):
+        store.load_run(SESSION, "run-3")
+    clock.advance(LEASE_TTL)
+    assert store.admit_run(plain_run(clock, "run-3")).run.run_id == "run-3"
+
+
+def test_an_idempotency_key_replays_the_same_request_and_refuses_another(
+    store: SessionStore, clock: ManualClock, reopen: Reopen
+) -> None:
+    setup_session(store, clock)
+    run = plain_run(clock, "run-2")
+    first = store.admit_run(run, idempotency_key="key-1")
+    store = reopen(store)
+    clock.advance(1)
+    replay = store.admit_run(run, idempotency_key="key-1")
+    assert replay == replace(first, idempotent_replay=True)
+    with pytest.raises(storage.IdempotencyConflict):
+        store.admit_run(plain_run(clock, "run-3", text="other"), idempotency_key="key-1")
+    assert [r.run_id for r in store.list_runs(SESSION)] == [PARENT_RUN, "run-2"]
+
+
+def test_a_run_cannot_be_admitted_into_an_inactive_session(
+    store: SessionStore, clock: ManualClock
+) -> None:
+    setup_session(store, clock)
+    store.update_session_status(SESSION, SessionStatus.INACTIVE)
+    with pytest.raises(Conflict):
+        store.admit_run(plain_run(clock, "run-2"))
+    with pytest.raises(NotFound):
+        store.load_run(SESSION, "run-2")
+
+
+def test_run_transitions_are_fenced_by_the_admission_and_follow_the_table(
+    store: SessionStore, clock: ManualClock
+) -> None:
+    setup_session(store, clock)
+    store.admit_run(plain_run(clock, "run-2"))
+    with pytest.raises(StaleFence):
+        store.transition_run(SESSION, "run-2", RunStatus.RUNNING, admission_id="adm-other")
+    running = store.transition_run(SESSION, "run-2", RunStatus.RUNNING, admission_id="adm-run-2")
+    assert running.status == RunStatus.RUNNING
+    again = store.transition_run(SESSION, "run-2", RunStatus.RUNNING, admission_id="adm-run-2")
+    assert again == running
+    done = store.transition_run(
+        SESSION, "run-2", RunStatus.COMPLETED, admission_id="adm-run-2", output_preview="ok"
+    )
+    assert (done.status, done.output_preview) == (RunStatus.COMPLETED, "ok")
+    with pytest.raises(IllegalTransition):
+        store.transition_run(SESSION, "run-2", RunStatus.RUNNING, admission_id="adm-run-2")
+    assert store.load_run(SESSION, "run-2") == done
+
+
+def test_an_expired_admission_cannot_start_its_run(store: SessionStore, clock: ManualClock) -> None:
+    setup_session(store, clock)
+    store.admit_run(plain_run(clock, "run-2"))
+    clock.advance(LEASE_TTL)
+    with pytest.raises(StaleFence):
+        store.transition_run(SESSION, "run-2", RunStatus.RUNNING, admission_id="adm-run-2")
+    assert store.load_run(SESSION, "run-2").status == RunStatus.ADMITTED
+
+
+def test_renewing_an_admission_needs_the_live_matching_lease(
+    store: SessionStore, clock: ManualClock
+) -> None:
+    setup_session(store, clock)
+    store.admit_run(plain_run(clock, "run-2"))
+    with pytest.raises(StaleFence):
+        store.renew_run_admission(SESSION, "run-2", "adm-other", clock.now() + 60)
+    with pytest.raises(Conflict):
+        store.renew_run_admission(SESSION, "run-2", "adm-run-2", clock.now())
+    renewed = store.renew_run_admission(SESSION, "run-2", "adm-run-2", clock.now() + 60)
+    assert renewed.admission_lease is not None
+    assert renewed.admission_lease.lease_expires_at == clock.now() + 60
+    clock.advance(60)
+    with pytest.raises(StaleFence):
+        store.renew_run_admission(SESSION, "run-2", "adm-run-2", clock.now() + 60)
+    with pytest.raises(Conflict):
+        store.renew_run_admission(SESSION, PARENT_RUN, f"adm-{PARENT_RUN}", clock.now() + 60)
+
+
+# -- listing, drain and close --------------------------------------------------------------
+
+
+def test_attempts_are_listed_by_acceptance_time_then_id_and_filtered_by_session(
+    store: SessionStore, clock: ManualClock
+) -> None:
+    setup_session(store, clock)
+    setup_session(store, clock, "session-2", "parent-run-2")
+    store.accept_attempt(acceptance(clock, "subattempt_b", "b-bg-0000000b"))
+    store.accept_attempt(acceptance(clock, "subattempt_a", "a-bg-0000000a"))
+    clock.advance(1)
+    store.accept_attempt(
+        acceptance(
+            clock,
+            "subattempt_0",
+            "c-bg-0000000c",
+            session_id="session-2",
+            parent_run_id="parent-run-2",
+        )
+    )
+    ids = [a.attempt_id for a in store.list_attempts(NS)]
+    assert ids == ["subattempt_a", "subattempt_b", "subattempt_0"]
+    assert [a.attempt_id for a in store.list_attempts(NS, "session-2")] == ["subattempt_0"]
+    assert store.list_attempts("elsewhere") == []
+    running = drive(store, store.load_attempt("subattempt_a"), clock)
+    store.commit_terminal(terminal(running, clock))
+    assert [a.attempt_id for a in store.list_pending_attempts(NS)] == ["subattempt_a"]
+    assert store.list_pending_attempts(NS, "session-2") == []
+    active = {a.attempt_id for a in store.list_active_attempts(NS)}
+    assert active == {"subattempt_b", "subattempt_0"}
+
+
+def test_every_store_says_how_it_drains_and_the_default_fails_closed(
+    store: SessionStore, clock: ManualClock
+) -> None:
+    setup_session(store, clock)
+    store.drain()
+    with pytest.raises(storage.Failed):
+        SessionStore.drain(store)
+
+
+def test_closing_is_idempotent_and_later_calls_get_a_typed_error(
+    store: SessionStore, clock: ManualClock
+) -> None:
+    setup_session(store, clock)
+    store.close()
+    store.close()
+    with pytest.raises(storage.StoreError):
+        store.load_session(SESSION)
