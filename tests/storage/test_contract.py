@@ -1172,16 +1172,8 @@ def test_admitting_runs_allocates_sequence_numbers_and_stamps_store_time(
     store: SessionStore, clock: ManualClock, reopen: Reopen
 ) -> None:
     setup_session(store, clock)
-    submitted = plain_run(clock, "run-2")
     clock.advance(5)
-    receipt = store.admit_run(
-        replace(
-            submitted,
-            admission_lease=replace(
-                submitted.admission_lease, lease_expires_at=clock.now() + LEASE_TTL
-            ),
-        )
-    )
+    receipt = store.admit_run(plain_run(clock, "run-2"))
     assert receipt.idempotent_replay is False
     assert receipt.run.status == RunStatus.ADMITTED
     assert receipt.run.created_at == receipt.run.updated_at == clock.now()
