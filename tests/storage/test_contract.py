@@ -1173,7 +1173,7 @@ def test_admitting_runs_allocates_sequence_numbers_and_stamps_store_time(
 ) -> None:
     setup_session(store, clock)
     clock.advance(5)
-    receipt = store.admit_run(plain_run(clock, "run-2"))
+    receipt = store.admit_run(replace(plain_run(clock, "run-2"), created_at=1.0, updated_at=1.0))
     assert receipt.idempotent_replay is False
     assert receipt.run.status == RunStatus.ADMITTED
     assert receipt.run.created_at == receipt.run.updated_at == clock.now()
