@@ -162,7 +162,40 @@ def time_from_key(data: bytes) -> float:
 
 _SEQ = struct.Struct(">Q")
 
+# Kinds of entry in the one ``index`` table. Keeping every index in one LMDB
+# database means a commit copies one tree root instead of one per index: each
+# named database a transaction touches costs pages in the fsync.
+AGENT = b"G"
+"""``G ns\\0session\\0agent_id -> attempt_id``: the one non-terminal attempt of an agent."""
+PENDING = b"P"
+"""``P ns\\0session\\0attempt_id``: terminal, not yet delivered."""
+CLAIM = b"C"
+"""``C ns\\0attempt_id -> time_key(deadline)``: claimed results."""
+RETAIN = b"R"
+"""``R ns\\0 time_key(deadline) \\0 attempt_id``: results not yet expired, by deadline."""
+QUOTA = b"Q"
+"""``Q ns\\0 time_key(expires_at) \\0 artifact_ref -> size``: retained artifacts."""
+SEQ = b"S"
+"""``S session\\0 sequence_no(8 bytes) -> run_id``: runs of a session in order."""
+HEAD = b"H"
+"""``H session -> RunHead``: the latest run of a session."""
+
+
+def ikey(kind: bytes, *parts: str) -> bytes:
+    """The ``index`` key of one entry of ``kind``."""
+    return kind + key(*parts)
+
+
+def iprefix(kind: bytes, *parts: str) -> bytes:
+    """The ``index`` scan prefix of every entry of ``kind`` under ``parts``."""
+    return kind + prefix(*parts)
+
+
+def timed_key(kind: bytes, namespace_id: str, t: float, tail: str) -> bytes:
+    """``kind ns\\0 time_key(t) \\0 tail``: entries of a namespace ordered by time."""
+    return kind + prefix(namespace_id) + time_key(t) + SEP + tail.encode("utf-8")
+
 
 def seq_key(session_id: str, sequence_no: int) -> bytes:
-    """``session\\0`` + 8-byte big-endian sequence: runs of a session in order."""
-    return session_id.encode("utf-8") + SEP + _SEQ.pack(sequence_no)
+    """The ``index`` key of a session's run number ``sequence_no`` (numeric order)."""
+    return SEQ + session_id.encode("utf-8") + SEP + _SEQ.pack(sequence_no)

@@ -11,37 +11,39 @@ releasing a dead consumer's claim and then refusing an automatic claim) let
 
 Tables (``bytes -> bytes``; keys are NUL-joined ids, see :mod:`storage._codec`):
 
-============== ============================================= ====================
-table          key                                           value
-============== ============================================= ====================
-sessions       session_id                                    SessionRecord
-runs           session_id, run_id                            RunRecord
-run_seq        session_id, 8-byte sequence_no                run_id
-heads          session_id                                    RunHead
-receipts       session_id, idempotency key                   RunAdmissionReceipt
-attempts       attempt_id                                    AttemptRecord
-active         namespace, session_id, attempt_id             ``b""`` (non-terminal)
-agents         namespace, session_id, agent_id               attempt_id (non-terminal)
-pending        namespace, session_id, attempt_id             ``b""`` (terminal, undelivered)
-claims         namespace, attempt_id                         claim deadline
-retention      namespace, deadline, attempt_id               ``b""`` (not yet expired)
-artifacts      artifact_ref                                  Artifact
-artifact_index namespace, expires_at, artifact_ref           size_bytes
-continuations  attempt_id                                    ContinuationReceipt
-meta           ``b"schema_version"``                         version
-============== ============================================= ====================
+============== ================================================ =====================
+table          key                                              value
+============== ================================================ =====================
+sessions       session_id                                       SessionRecord
+runs           session_id, run_id                               RunRecord
+receipts       session_id, idempotency key                      RunAdmissionReceipt
+attempts       attempt_id                                       AttemptRecord
+artifacts      artifact_ref                                     Artifact
+continuations  attempt_id                                       ContinuationReceipt
+meta           ``b"schema_version"``                            version
+index          ``G`` namespace, session_id, agent_id            attempt_id (non-terminal)
+index          ``P`` namespace, session_id, attempt_id          ``b""`` (terminal, undelivered)
+index          ``C`` namespace, attempt_id                      claim deadline
+index          ``R`` namespace, deadline, attempt_id            ``b""`` (not yet expired)
+index          ``Q`` namespace, expires_at, artifact_ref        size_bytes
+index          ``S`` session_id, 8-byte sequence_no             run_id
+index          ``H`` session_id                                 RunHead (latest run)
+============== ================================================ =====================
 
-The indexes keep each maintenance pass proportional to the work it has to do:
-reconcile reads ``active`` and ``claims`` only; retention expiry reads the
-deadline-ordered ``retention`` index only up to now; the aggregate artifact
-quota reads ``artifact_index`` from now on (unexpired artifacts only).
+Every index lives in the one ``index`` table, told apart by a one-byte kind:
+on LMDB each named database a commit touches costs its own copied tree path in
+the fsync, so a terminal commit touching three indexes pays for one tree, not
+three. The ``G`` entries are at once the one-active-attempt-per-agent rule and
+the index of non-terminal attempts. They keep each maintenance pass
+proportional to the work it has to do: reconcile reads ``G`` and ``C`` entries
+only; retention expiry reads ``R`` entries only up to now; the aggregate
+artifact quota reads ``Q`` entries from now on (unexpired artifacts only).
 """
 
 from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Callable
 from typing import Any, TypeVar
 
 import msgspec
@@ -185,17 +187,10 @@ class KernelStore(SessionStore):
     TABLES: tuple[str, ...] = (
         "sessions",
         "runs",
-        "run_seq",
-        "heads",
         "receipts",
         "attempts",
-        "active",
-        "agents",
-        "pending",
-        "claims",
-        "retention",
+        "index",
         "artifacts",
-        "artifact_index",
         "continuations",
         "meta",
     )
@@ -263,8 +258,9 @@ class KernelStore(SessionStore):
     @staticmethod
     def _head(txn: Txn, session_id: str) -> codec.RunHead | None:
         k = codec.key(session_id)
-        raw = txn.get("heads", k)
-        return None if raw is None else codec.RUN_HEAD.decode(raw, table="heads", key=k)
+        k = codec.ikey(codec.HEAD, session_id)
+        raw = txn.get("index", k)
+        return None if raw is None else codec.RUN_HEAD.decode(raw, table="index", key=k)
 
     @staticmethod
     def _attempt(txn: Txn, attempt_id: str) -> AttemptRecord:
@@ -288,7 +284,9 @@ class KernelStore(SessionStore):
         run = self._run(txn, session_id, head.run_id)
         if run is None:
             raise CorruptRecord(
-                "session head names a missing run", table="heads", key=codec.key(session_id)
+                "session head names a missing run",
+                table="index",
+                key=codec.ikey(codec.HEAD, session_id),
             )
         return run if _run_live(run, now) else None
 
@@ -298,10 +296,10 @@ class KernelStore(SessionStore):
         seq = 1 if head is None else head.sequence_no + 1
         stored = _replace(run, created_at=now, updated_at=now, sequence_no=seq)
         txn.put("runs", codec.key(run.session_id, run.run_id), codec.RUN.encode(stored))
-        txn.put("run_seq", codec.seq_key(run.session_id, seq), run.run_id.encode("utf-8"))
+        txn.put("index", codec.seq_key(run.session_id, seq), run.run_id.encode("utf-8"))
         txn.put(
-            "heads",
-            codec.key(run.session_id),
+            "index",
+            codec.ikey(codec.HEAD, run.session_id),
             codec.RUN_HEAD.encode(codec.RunHead(sequence_no=seq, run_id=run.run_id)),
         )
         return stored
@@ -348,13 +346,14 @@ class KernelStore(SessionStore):
     def _leave_active(txn: Txn, record: AttemptRecord) -> None:
         """Drop a newly terminal attempt from the active indexes; index it as pending."""
         ns, sess, aid = record.namespace_id, record.parent_session_id, record.attempt_id
-        txn.delete("active", codec.key(ns, sess, aid))
-        agent_key = codec.key(ns, sess, record.agent_id)
-        if txn.get("agents", agent_key) == aid.encode("utf-8"):
-            txn.delete("agents", agent_key)
-        txn.put("pending", codec.key(ns, sess, aid), b"")
+        agent_key = codec.ikey(codec.AGENT, ns, sess, record.agent_id)
+        if txn.get("index", agent_key) == aid.encode("utf-8"):
+            txn.delete("index", agent_key)
+        txn.put("index", codec.ikey(codec.PENDING, ns, sess, aid), b"")
         if record.retention_expires_at is not None:
-            txn.put("retention", _retention_key(ns, record.retention_expires_at, aid), b"")
+            txn.put(
+                "index", codec.timed_key(codec.RETAIN, ns, record.retention_expires_at, aid), b""
+            )
 
     def _deliver(
         self,
@@ -378,8 +377,11 @@ class KernelStore(SessionStore):
             updated_at=now,
         )
         ns = record.namespace_id
-        txn.delete("pending", codec.key(ns, record.parent_session_id, record.attempt_id))
-        txn.delete("claims", codec.key(ns, record.attempt_id))
+        txn.delete(
+            "index", codec.ikey(codec.PENDING, ns, record.parent_session_id, record.attempt_id)
+        )
+        if record.delivery_claim is not None:
+            txn.delete("index", codec.ikey(codec.CLAIM, ns, record.attempt_id))
         self._put_attempt(txn, new)
         return new
 
@@ -401,7 +403,7 @@ class KernelStore(SessionStore):
             ),
             updated_at=now,
         )
-        txn.delete("claims", codec.key(record.namespace_id, record.attempt_id))
+        txn.delete("index", codec.ikey(codec.CLAIM, record.namespace_id, record.attempt_id))
         self._put_attempt(txn, new)
         return new
 
@@ -501,8 +503,9 @@ class KernelStore(SessionStore):
                 raise NotFound("no such session", session_id=session_id)
             if session.status == SessionStatus.DELETING:
                 return session
-            for k, _ in txn.scan("active", codec.prefix(session.namespace_id, session_id)):
-                attempt_id = k.rsplit(codec.SEP, 1)[1].decode("utf-8")
+            agents = codec.iprefix(codec.AGENT, session.namespace_id, session_id)
+            for _, raw_id in txn.scan("index", agents):
+                attempt_id = raw_id.decode("utf-8")
                 record = self._attempt(txn, attempt_id)
                 if record.owner_lease.lease_expires_at > now:
                     raise Conflict(
@@ -602,11 +605,11 @@ class KernelStore(SessionStore):
     def list_runs(self, session_id: str) -> list[RunRecord]:
         def fn(txn: Txn) -> list[RunRecord]:
             out = []
-            for k, raw in txn.scan("run_seq", codec.prefix(session_id)):
+            for k, raw in txn.scan("index", codec.iprefix(codec.SEQ, session_id)):
                 run_id = raw.decode("utf-8", errors="replace")
                 run = self._run(txn, session_id, run_id)
                 if run is None:
-                    raise CorruptRecord("run index names a missing run", table="run_seq", key=k)
+                    raise CorruptRecord("run index names a missing run", table="index", key=k)
                 out.append(run)
             return out
 
@@ -736,8 +739,8 @@ class KernelStore(SessionStore):
                     status=str(session.status),
                 )
             ns, sess = record.namespace_id, record.parent_session_id
-            agent_key = codec.key(ns, sess, record.agent_id)
-            holder = txn.get("agents", agent_key)
+            agent_key = codec.ikey(codec.AGENT, ns, sess, record.agent_id)
+            holder = txn.get("index", agent_key)
             if holder is not None:
                 raise Conflict(
                     "another non-terminal attempt holds this agent_id",
@@ -746,8 +749,7 @@ class KernelStore(SessionStore):
                     holder=holder.decode("utf-8", errors="replace"),
                 )
             txn.put("attempts", k, codec.ATTEMPT.encode(record))
-            txn.put("active", codec.key(ns, sess, record.attempt_id), b"")
-            txn.put("agents", agent_key, record.attempt_id.encode("utf-8"))
+            txn.put("index", agent_key, record.attempt_id.encode("utf-8"))
             return record
 
         return self.backend.write(fn)
@@ -957,9 +959,10 @@ class KernelStore(SessionStore):
             )
         ns = artifact.namespace_id
         # Keys sort by expiry: starting just past ``now`` counts unexpired artifacts only.
-        start = codec.prefix(ns) + codec.time_key(now) + b"\x01"
+        quota = codec.iprefix(codec.QUOTA, ns)
+        start = quota + codec.time_key(now) + b"\x01"
         retained = 0
-        for _, size in txn.scan("artifact_index", codec.prefix(ns), start):
+        for _, size in txn.scan("index", quota, start):
             retained += _U64.unpack(size)[0]
         if retained + artifact.size_bytes > limits.max_retained_bytes:
             raise QuotaExceeded(
@@ -972,8 +975,8 @@ class KernelStore(SessionStore):
             )
         txn.put("artifacts", ak, codec.ARTIFACT.encode(artifact))
         txn.put(
-            "artifact_index",
-            _artifact_index_key(ns, artifact.expires_at, artifact.artifact_ref),
+            "index",
+            codec.timed_key(codec.QUOTA, ns, artifact.expires_at, artifact.artifact_ref),
             _U64.pack(artifact.size_bytes),
         )
 
@@ -996,27 +999,31 @@ class KernelStore(SessionStore):
 
         return self.backend.read(fn)
 
-    def _indexed(self, table: str, scan_prefix: bytes) -> Callable[[Txn], list[AttemptRecord]]:
+    def list_active_attempts(self, namespace_id: str) -> list[AttemptRecord]:
+        agents = codec.iprefix(codec.AGENT, namespace_id)
+
         def fn(txn: Txn) -> list[AttemptRecord]:
-            ids = [
-                k.rsplit(codec.SEP, 1)[1].decode("utf-8") for k, _ in txn.scan(table, scan_prefix)
-            ]
+            ids = [raw.decode("utf-8") for _, raw in txn.scan("index", agents)]
             return [self._attempt(txn, aid) for aid in ids]
 
-        return fn
-
-    def list_active_attempts(self, namespace_id: str) -> list[AttemptRecord]:
-        return self.backend.read(self._indexed("active", codec.prefix(namespace_id)))
+        return self.backend.read(fn)
 
     def list_pending_attempts(
         self, namespace_id: str, session_id: str | None = None
     ) -> list[AttemptRecord]:
         scan_prefix = (
-            codec.prefix(namespace_id)
+            codec.iprefix(codec.PENDING, namespace_id)
             if session_id is None
-            else codec.prefix(namespace_id, session_id)
+            else codec.iprefix(codec.PENDING, namespace_id, session_id)
         )
-        return self.backend.read(self._indexed("pending", scan_prefix))
+
+        def fn(txn: Txn) -> list[AttemptRecord]:
+            ids = [
+                k.rsplit(codec.SEP, 1)[1].decode("utf-8") for k, _ in txn.scan("index", scan_prefix)
+            ]
+            return [self._attempt(txn, aid) for aid in ids]
+
+        return self.backend.read(fn)
 
     def load_artifact(self, artifact_ref: str) -> Artifact:
         def fn(txn: Txn) -> Artifact:
@@ -1094,7 +1101,9 @@ class KernelStore(SessionStore):
             )
             self._put_attempt(txn, new)
             txn.put(
-                "claims", codec.key(record.namespace_id, attempt_id), codec.time_key(claim.deadline)
+                "index",
+                codec.ikey(codec.CLAIM, record.namespace_id, attempt_id),
+                codec.time_key(claim.deadline),
             )
             return new, None
 
@@ -1309,12 +1318,13 @@ class KernelStore(SessionStore):
     # -- maintenance -------------------------------------------------------------------------
 
     def reconcile(self, namespace_id: str) -> list[AttemptRecord]:
-        scan_prefix = codec.prefix(namespace_id)
+        agents = codec.iprefix(codec.AGENT, namespace_id)
+        claims = codec.iprefix(codec.CLAIM, namespace_id)
 
         def fn(txn: Txn) -> list[AttemptRecord]:
             now = self.clock.now()
             changed: list[AttemptRecord] = []
-            active = [k.rsplit(codec.SEP, 1)[1] for k, _ in txn.scan("active", scan_prefix)]
+            active = [raw_id for _, raw_id in txn.scan("index", agents)]
             for raw_id in active:
                 record = self._attempt(txn, raw_id.decode("utf-8"))
                 if record.owner_lease.lease_expires_at > now:
@@ -1324,9 +1334,10 @@ class KernelStore(SessionStore):
                 self._leave_active(txn, lost)
                 changed.append(lost)
             expired_claims = []
-            for k, deadline in txn.scan("claims", scan_prefix):
-                if codec.time_from_key(deadline) <= now:
-                    expired_claims.append(k[len(scan_prefix) :].decode("utf-8"))
+            now_key = codec.time_key(now)
+            for k, deadline in txn.scan("index", claims):
+                if deadline <= now_key:
+                    expired_claims.append(k[len(claims) :].decode("utf-8"))
             for attempt_id in expired_claims:
                 record = self._attempt(txn, attempt_id)
                 if (
@@ -1335,8 +1346,8 @@ class KernelStore(SessionStore):
                 ):
                     raise CorruptRecord(
                         "claim index names an unclaimed attempt",
-                        table="claims",
-                        key=codec.key(namespace_id, attempt_id),
+                        table="index",
+                        key=codec.ikey(codec.CLAIM, namespace_id, attempt_id),
                     )
                 fate, new = self._settle_expired_claim(txn, record, now)
                 if fate != "keep":
@@ -1370,20 +1381,20 @@ class KernelStore(SessionStore):
         )
 
     def expire_retention(self, namespace_id: str, limit: int = 1000) -> list[AttemptRecord]:
-        scan_prefix = codec.prefix(namespace_id)
+        scan_prefix = codec.iprefix(codec.RETAIN, namespace_id)
         cut = len(scan_prefix)
 
         def fn(txn: Txn) -> list[AttemptRecord]:
             now = self.clock.now()
             now_key = codec.time_key(now)
             due: list[tuple[bytes, str]] = []
-            for k, _ in txn.scan("retention", scan_prefix):
+            for k, _ in txn.scan("index", scan_prefix):
                 if len(due) >= limit or k[cut : cut + 8] > now_key:
                     break  # keys sort by deadline: nothing later is due
                 due.append((k, k[cut + 9 :].decode("utf-8")))
             changed = []
             for index_key, attempt_id in due:
-                txn.delete("retention", index_key)
+                txn.delete("index", index_key)
                 record = self._attempt(txn, attempt_id)
                 if record.retention_status == RetentionStatus.EXPIRED:
                     continue
@@ -1410,9 +1421,12 @@ class KernelStore(SessionStore):
                 artifact = codec.ARTIFACT.decode(raw, table="artifacts", key=ak)
                 txn.delete("artifacts", ak)
                 txn.delete(
-                    "artifact_index",
-                    _artifact_index_key(
-                        artifact.namespace_id, artifact.expires_at, artifact.artifact_ref
+                    "index",
+                    codec.timed_key(
+                        codec.QUOTA,
+                        artifact.namespace_id,
+                        artifact.expires_at,
+                        artifact.artifact_ref,
                     ),
                 )
         fingerprint = record.terminal_fingerprint
@@ -1440,24 +1454,6 @@ class KernelStore(SessionStore):
 
 
 # -- validation (pure) ---------------------------------------------------------------------
-
-
-def _retention_key(namespace_id: str, deadline: float, attempt_id: str) -> bytes:
-    return (
-        codec.prefix(namespace_id)
-        + codec.time_key(deadline)
-        + codec.SEP
-        + attempt_id.encode("utf-8")
-    )
-
-
-def _artifact_index_key(namespace_id: str, expires_at: float, artifact_ref: str) -> bytes:
-    return (
-        codec.prefix(namespace_id)
-        + codec.time_key(expires_at)
-        + codec.SEP
-        + artifact_ref.encode("utf-8")
-    )
 
 
 def _verify_artifact(artifact: Artifact, k: bytes) -> None:

@@ -77,7 +77,7 @@ def test_time_keys_sort_like_the_times_they_encode() -> None:
 def test_sequence_keys_sort_numerically_within_a_session() -> None:
     keys = [codec.seq_key("s", n) for n in (1, 2, 10, 255, 256, 70000)]
     assert keys == sorted(keys)
-    assert all(k.startswith(codec.prefix("s")) for k in keys)
+    assert all(k.startswith(codec.iprefix(codec.SEQ, "s")) for k in keys)
 
 
 def test_a_prefix_selects_only_its_own_namespace() -> None:
