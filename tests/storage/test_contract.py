@@ -1322,3 +1322,69 @@ def test_closing_is_idempotent_and_later_calls_get_a_typed_error(
     store.close()
     with pytest.raises(storage.StoreError):
         store.load_session(SESSION)
+
+
+# -- bad input -----------------------------------------------------------------------------
+
+NAN = float("nan")
+INF = float("inf")
+
+
+def _bad_calls(clock: ManualClock) -> dict[str, Callable[[SessionStore], object]]:
+    good = acceptance(clock, "subattempt_bad", "bad-bg-0000bad0")
+    lease = good.owner_lease
+    return {
+        "empty-attempt-id": lambda s: s.accept_attempt(replace(good, attempt_id="")),
+        "nul-in-attempt-id": lambda s: s.accept_attempt(replace(good, attempt_id="a\x00b")),
+        "nul-in-agent-id": lambda s: s.accept_attempt(replace(good, agent_id="a\x00b")),
+        "nan-lease": lambda s: s.accept_attempt(
+            replace(good, owner_lease=replace(lease, lease_expires_at=NAN))
+        ),
+        "infinite-lease": lambda s: s.accept_attempt(
+            replace(good, owner_lease=replace(lease, lease_expires_at=INF))
+        ),
+        "zero-generation": lambda s: s.accept_attempt(
+            replace(good, owner_lease=replace(lease, fencing_generation=0))
+        ),
+        "nan-heartbeat": lambda s: s.heartbeat_attempt(ATTEMPT, HOST, 1, NAN),
+        "nan-claim-deadline": lambda s: s.claim_delivery(
+            ATTEMPT, DeliveryClaim(claim_id="c", deadline=NAN)
+        ),
+        "empty-claim-id": lambda s: s.claim_delivery(ATTEMPT, claim(clock, "")),
+        "unknown-attempt": lambda s: s.load_attempt("subattempt_missing"),
+        "nul-in-session-id": lambda s: s.load_session("s\x00"),
+        "commit-of-unknown-attempt": lambda s: s.commit_terminal(terminal(good, clock)),
+        "artifact-with-wrong-digest": lambda s: s.commit_terminal(
+            _wrong_digest(
+                artifact_terminal(
+                    moved(s.load_attempt(ATTEMPT), "completed", clock),
+                    clock,
+                    artifact_ref="artifact:bad",
+                    content=CONTENT,
+                    limits=LIMITS,
+                )
+            )
+        ),
+    }
+
+
+def _wrong_digest(commit: TerminalCommit) -> TerminalCommit:
+    assert commit.artifact is not None
+    return replace(commit, artifact=replace(commit.artifact, digest=storage.result_digest("x")))
+
+
+BAD_CALLS = sorted(_bad_calls(ManualClock()))
+
+
+@pytest.mark.parametrize("name", BAD_CALLS)
+def test_bad_input_gets_a_typed_error_and_loses_nothing(
+    store: SessionStore, clock: ManualClock, name: str
+) -> None:
+    setup_session(store, clock)
+    running = drive(store, store.accept_attempt(acceptance(clock)), clock)
+    session = store.load_session(SESSION)
+    with pytest.raises(storage.StoreError):
+        _bad_calls(clock)[name](store)
+    assert store.load_attempt(ATTEMPT) == running
+    assert store.load_session(SESSION) == session
+    assert store.list_active_attempts(NS) == [running]
