@@ -427,10 +427,15 @@ class _Env:
             raise _map_error(exc, op="begin write", path=self.path) from exc
 
     def _solo(self, fn: Callable[[Txn], T], dbs: dict[str, Any]) -> T:
-        """Run ``fn`` alone in one write transaction, growing the map if allowed."""
+        """Run ``fn`` alone in one write transaction.
+
+        When the map is full the transaction is aborted; if the map can be made
+        larger (another process grew it, or ``auto_grow``) ``fn`` runs again,
+        else :class:`StorageFull` is raised.
+        """
         while True:
-            size = self._map_size() if self.auto_grow else 0
-            grow = False
+            size = self._map_size()
+            full: StoreError | None = None
             self.gate.enter()
             try:
                 txn = self._begin_write()
@@ -440,46 +445,51 @@ class _Env:
                     value = fn(wrapped)
                 except BaseException as exc:
                     txn.abort()
-                    if self._full(wrapped.failure) and self._can_grow(size):
-                        grow = True
-                    elif wrapped.failure is not None and not isinstance(exc, StoreError):
-                        raise _map_error(wrapped.failure, op="write", path=self.path) from exc
+                    if wrapped.failure is None or isinstance(exc, StoreError):
+                        error: BaseException = exc
                     else:
-                        raise
+                        error = _map_error(wrapped.failure, op="write", path=self.path)
+                    if not (self._full(wrapped.failure) and isinstance(error, StorageFull)):
+                        if error is exc:
+                            raise
+                        raise error from exc
+                    full = error
                 finally:
                     _tls.inside = False
-                if not grow:
+                if full is None:
                     if wrapped.failure is not None:
                         # fn swallowed an lmdb error: the transaction is unusable.
                         txn.abort()
-                        if self._full(wrapped.failure) and self._can_grow(size):
-                            grow = True
-                        else:
-                            raise _map_error(wrapped.failure, op="write", path=self.path)
+                        full = _map_error(wrapped.failure, op="write", path=self.path)
+                        if not self._full(wrapped.failure):
+                            raise full
                     else:
                         try:
                             txn.commit()
                         except lmdb.Error as exc:
-                            if self._full(exc) and self._can_grow(size):
-                                grow = True
-                            else:
-                                raise _map_error(exc, op="commit", path=self.path) from exc
+                            full = _map_error(exc, op="commit", path=self.path)
+                            if not self._full(exc):
+                                raise full from exc
                         else:
                             return value
             except _Retry:
-                pass
+                full = None
             finally:
                 self.gate.leave()
-            if grow:
-                self._grow(size)
-            else:
+            if full is None:
                 self._adopt_map_size()
+            elif not self._make_room(size):
+                raise full
 
     def _batch(self, batch: list[_Pending[Any]]) -> None:
-        """Run several functions in one write transaction, one nested child each."""
+        """Run several functions in one write transaction, one nested child each.
+
+        A function that raises aborts only its child. If the map fills up, the
+        batch is aborted and each function runs in its own transaction instead
+        (:meth:`_solo`), so one that fits is never failed by one that does not.
+        """
         while True:
-            size = self._map_size() if self.auto_grow else 0
-            grow = resized = one_by_one = False
+            resized = one_by_one = False
             outcomes: list[tuple[bool, Any]] = []
             self.gate.enter()
             try:
@@ -487,27 +497,24 @@ class _Env:
                 try:
                     for pending in batch:
                         ok, result, full = self._run_child(txn, pending)
-                        if full and self._can_grow(size):
-                            grow = True
+                        if full:
+                            one_by_one = True
                             break
                         outcomes.append((ok, result))
                 except BaseException:
                     txn.abort()
                     raise
-                if grow:
+                if one_by_one:
                     txn.abort()
                 else:
                     try:
                         txn.commit()
                     except lmdb.Error as exc:
-                        if self._full(exc):
-                            grow = self._can_grow(size)
-                            one_by_one = not grow
+                        if self._too_big(exc):
+                            one_by_one = True
                         else:
                             error = _map_error(exc, op="commit", path=self.path)
-                            outcomes = [
-                                (False, error) if ok else (ok, result) for ok, result in outcomes
-                            ]
+                            outcomes = [(False, error) if ok else (ok, r) for ok, r in outcomes]
             except _Retry:
                 resized = True
             finally:
@@ -515,12 +522,7 @@ class _Env:
             if resized:
                 self._adopt_map_size()
                 continue
-            if grow:
-                self._grow(size)
-                continue
             if one_by_one:
-                # The batch as a whole did not fit: give each function its
-                # own transaction, so one that fits is not failed by another.
                 for pending in batch:
                     try:
                         pending.value = self._solo(pending.fn, pending.dbs)
@@ -542,7 +544,7 @@ class _Env:
             child = self.env.begin(write=True, parent=parent)
         except lmdb.Error as exc:
             error = _map_error(exc, op="begin nested", path=self.path)
-            return False, error, self._full(exc)
+            return False, error, self._too_big(exc)
         wrapped = _LmdbTxn(child, pending.dbs, self.path)
         _tls.inside = True
         try:
@@ -551,54 +553,78 @@ class _Env:
             child.abort()
             if wrapped.failure is not None and not isinstance(exc, StoreError):
                 exc = _map_error(wrapped.failure, op="write", path=self.path)
-            return False, exc, self._full(wrapped.failure)
+            return False, exc, self._too_big(wrapped.failure)
         finally:
             _tls.inside = False
         if wrapped.failure is not None:
             child.abort()
             error = _map_error(wrapped.failure, op="write", path=self.path)
-            return False, error, self._full(wrapped.failure)
+            return False, error, self._too_big(wrapped.failure)
         try:
             child.commit()
         except lmdb.Error as exc:
-            return False, _map_error(exc, op="commit nested", path=self.path), self._full(exc)
+            return False, _map_error(exc, op="commit nested", path=self.path), self._too_big(exc)
         return True, value, False
 
     # -- map size ---------------------------------------------------------------------------
 
     @staticmethod
     def _full(exc: BaseException | None) -> bool:
+        """The map is full: a larger map would help."""
         return isinstance(exc, lmdb.MapFullError)
+
+    @staticmethod
+    def _too_big(exc: BaseException | None) -> bool:
+        """The map or the transaction is full: a smaller transaction may fit."""
+        return isinstance(exc, lmdb.MapFullError | lmdb.TxnFullError)
 
     def _map_size(self) -> int:
         return int(self.env.info()["map_size"])
 
-    def _can_grow(self, size: int) -> bool:
-        if not self.auto_grow:
-            return False
-        return self.max_map_size is None or size < self.max_map_size
-
-    def _grow(self, seen: int) -> None:
-        """Double the map (up to ``max_map_size``) with no transaction in flight."""
-        target = seen * 2
-        if self.max_map_size is not None:
-            target = min(target, self.max_map_size)
-        self._exclusive(lambda: target > self._map_size(), target)
-
-    def _adopt_map_size(self) -> None:
-        """Another process grew the map: adopt its size (``set_mapsize(0)``)."""
-        self._exclusive(lambda: True, 0)
-
-    def _exclusive(self, needed: Callable[[], bool], size: int) -> None:
+    def _make_room(self, seen: int) -> bool:
+        """After a full map: adopt a larger size another process set, or (with
+        ``auto_grow``) double the map up to ``max_map_size``. True if the map
+        is now larger than ``seen``. Runs with no transaction of this process
+        in flight (LMDB remaps the file)."""
         if not self.gate.acquire_exclusive(_QUIESCE_TIMEOUT):
             raise RetryableStorage(
                 "LMDB map resize timed out waiting for transactions", path=self.path
             )
         try:
-            if needed():
-                self.env.set_mapsize(size)
+            # Size zero adopts the size in the newest meta page, which another
+            # process may have raised (it may also be our own, smaller, size
+            # from before an uncommitted growth: then it is put back below).
+            self.env.set_mapsize(0)
+            current = self._map_size()
+            if current > seen:
+                return True
+            target = seen * 2
+            if self.max_map_size is not None:
+                target = min(target, self.max_map_size)
+            if self.auto_grow and target > seen:
+                self.env.set_mapsize(target)
+                return True
+            if current < seen:
+                self.env.set_mapsize(seen)
+            return False
         except lmdb.Error as exc:
-            raise _map_error(exc, op="resize map", path=self.path, map_size=size) from exc
+            raise _map_error(exc, op="resize map", path=self.path) from exc
+        finally:
+            self.gate.release_exclusive()
+
+    def _adopt_map_size(self) -> None:
+        """Another process grew the map past ours: adopt its size."""
+        if not self.gate.acquire_exclusive(_QUIESCE_TIMEOUT):
+            raise RetryableStorage(
+                "LMDB map resize timed out waiting for transactions", path=self.path
+            )
+        try:
+            current = self._map_size()
+            self.env.set_mapsize(0)
+            if self._map_size() < current:
+                self.env.set_mapsize(current)
+        except lmdb.Error as exc:
+            raise _map_error(exc, op="resize map", path=self.path) from exc
         finally:
             self.gate.release_exclusive()
 
@@ -640,7 +666,7 @@ def _before_fork() -> None:
     slots live in shared memory: a read transaction open (or cached) at fork
     time would be freed under the parent. So before forking, wait until no
     transaction of this process is in flight, and drop py-lmdb's cached read
-    transaction (``set_mapsize(0)`` aborts it without changing the size).
+    transaction (``set_mapsize`` to the current size aborts it).
     An environment that cannot be quiesced is left open in the child, where
     opening its path then fails with :class:`Failed`.
     """
@@ -651,7 +677,7 @@ def _before_fork() -> None:
         if entry.gate.acquire_exclusive(_QUIESCE_TIMEOUT):
             _quiesced.append(entry)
             try:
-                entry.env.set_mapsize(0)
+                entry.env.set_mapsize(entry._map_size())
             except lmdb.Error:  # pragma: no cover - the child then keeps the handle open
                 entry.pid = -entry.pid
 

@@ -270,7 +270,10 @@ def test_a_write_that_swallows_storage_full_is_still_not_committed(opened: Opene
 def test_auto_grow_doubles_the_map_and_the_write_succeeds(
     opened: Opened, clock: ManualClock
 ) -> None:
-    store = opened.store(map_size=SMALL_MAP, auto_grow=True, max_map_size=64 * SMALL_MAP)
+    # Unsynced: this test is about growth, not durability, and stays fast.
+    store = opened.store(
+        map_size=SMALL_MAP, auto_grow=True, max_map_size=64 * SMALL_MAP, sync=False
+    )
     setup_session(store, clock)
     for n in range(1500):
         store.accept_attempt(acceptance(clock, f"subattempt_{n:06d}", f"agent-bg-{n:08x}"))
@@ -285,6 +288,33 @@ def test_auto_grow_stops_at_max_map_size_with_storage_full(opened: Opened) -> No
         backend.write(lambda txn: txn.put("t", b"huge", b"x" * (4 * SMALL_MAP)))
     assert backend.map_size == 2 * SMALL_MAP
     assert _keys(backend) == []
+
+
+@pytest.mark.parametrize(
+    "grown_bytes",
+    [1024 * 1024, 1024],
+    ids=["their-data-exceeds-our-map", "our-write-exceeds-our-map"],
+)
+def test_a_map_grown_by_another_process_is_adopted_without_auto_grow(
+    opened: Opened, grown_bytes: int
+) -> None:
+    backend = opened.backend(map_size=SMALL_MAP)
+    code = (
+        "import sys\n"
+        "from storage import LmdbBackend\n"
+        "backend = LmdbBackend(sys.argv[1], tables=('t', 'u'), map_size=8 * 256 * 1024,\n"
+        "                      sync=True)\n"
+        "backend.write(lambda txn: txn.put('u', b'grown', b'x' * int(sys.argv[2])))\n"
+        "backend.close()\n"
+    )
+    child = _python(code, str(opened.path), str(grown_bytes))
+    _, err = child.communicate(timeout=60)
+    assert child.returncode == 0, err
+
+    backend.write(lambda txn: txn.put("t", b"big", b"y" * SMALL_MAP))
+    assert backend.map_size == 8 * SMALL_MAP
+    assert _keys(backend, "u") == [b"grown"]
+    assert _keys(backend) == [b"big"]
 
 
 # -- bad bytes on disk ---------------------------------------------------------------------------
@@ -419,6 +449,11 @@ def test_a_write_that_overflows_the_map_in_a_batch_fails_alone(opened: Opened) -
     assert batch.results["b"] == b"b"
     assert _keys(backend) == [b"a", b"b", b"holder"]
     assert _keys(backend, "u") == []
+
+
+def test_an_uncontended_write_runs_on_the_callers_own_thread(opened: Opened) -> None:
+    backend = opened.backend()
+    assert backend.write(lambda txn: threading.get_ident()) == threading.get_ident()
 
 
 def test_many_threads_writing_at_once_are_all_answered_and_all_committed(
