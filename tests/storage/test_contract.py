@@ -8,6 +8,8 @@ moves through the shared :class:`~storage.ManualClock`.
 
 from __future__ import annotations
 
+import functools
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -1388,3 +1390,72 @@ def test_bad_input_gets_a_typed_error_and_loses_nothing(
     assert store.load_attempt(ATTEMPT) == running
     assert store.load_session(SESSION) == session
     assert store.list_active_attempts(NS) == [running]
+
+
+# -- concurrency ---------------------------------------------------------------------------
+
+
+def _race(calls: list[Callable[[], object]]) -> list[object]:
+    """Run ``calls`` on as many threads released together; results or exceptions."""
+    barrier = threading.Barrier(len(calls))
+    results: list[object] = [None] * len(calls)
+
+    def run(i: int) -> None:
+        barrier.wait()
+        try:
+            results[i] = calls[i]()
+        except Exception as exc:  # collected and asserted on by the caller
+            results[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
+def test_racing_acceptances_of_one_agent_admit_exactly_one(
+    store: SessionStore, clock: ManualClock
+) -> None:
+    setup_session(store, clock)
+    records = [acceptance(clock, f"subattempt_{n}", AGENT, host=f"host-{n}") for n in range(8)]
+    results = _race([functools.partial(store.accept_attempt, r) for r in records])
+    winners = [r for r in results if isinstance(r, AttemptRecord)]
+    assert len(winners) == 1
+    assert all(isinstance(r, Conflict) for r in results if r not in winners)
+    assert store.list_active_attempts(NS) == winners
+
+
+def test_racing_continuations_of_one_attempt_admit_exactly_one_run(
+    store: SessionStore, clock: ManualClock
+) -> None:
+    setup_session(store, clock)
+    first, _ = committed(store, clock)
+    requests = [
+        continuation(first, clock, run_id=f"continuation-{n}", claim_id=f"claim-{n}")
+        for n in range(8)
+    ]
+    results = _race([functools.partial(store.acquire_continuation, q) for q in requests])
+    receipts = [r for r in results if isinstance(r, storage.ContinuationReceipt)]
+    assert len(receipts) == 1
+    assert all(isinstance(r, Conflict) for r in results if r not in receipts)
+    assert continuation_runs(store) == [receipts[0].run.run_id]
+    assert store.load_attempt(ATTEMPT) == receipts[0].record
+
+
+def test_racing_exact_continuation_retries_return_one_receipt(
+    store: SessionStore, clock: ManualClock
+) -> None:
+    setup_session(store, clock)
+    first, _ = committed(store, clock)
+    request = continuation(first, clock)
+    results = _race([lambda: store.acquire_continuation(request) for _ in range(8)])
+    assert all(isinstance(r, storage.ContinuationReceipt) for r in results), results
+    receipts = [r for r in results if isinstance(r, storage.ContinuationReceipt)]
+    originals = [r for r in receipts if not r.idempotent_replay]
+    assert len(originals) == 1
+    assert all(
+        r == replace(originals[0], idempotent_replay=True) for r in receipts if r.idempotent_replay
+    )
+    assert continuation_runs(store) == [request.run.run_id]
