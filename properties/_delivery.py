@@ -1,0 +1,336 @@
+"""Delivery and continuation exactly-once.
+
+Terminal results are claimed, acknowledged and released by consumers that are
+parent runs: runs stay live, complete, fail or are cancelled (admit_run,
+transition_run, renew_run_admission) while time passes and reconcile reclaims
+expired claims. Continuations are acquired exactly, with a forged input, an
+empty input, a forged cause, a stale head, under another claim, and replayed.
+Invariant (checked after every step, in the harness): at most one admitted
+continuation run per attempt, ever, and its input is byte-equal to the
+canonical form (:func:`storage.continuation_input`) of the record it consumed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from hypothesis import strategies as st
+from hypothesis.stateful import Bundle, multiple, precondition, rule
+
+from statemachines import SessionStatus
+from storage import (
+    ASYNC_SUBAGENT_RESULT,
+    AcquireContinuation,
+    AdmissionLease,
+    ArtifactLimits,
+    ConsumerTerminated,
+    ContinuationReceipt,
+    DeliveryClaim,
+    InputPart,
+    Retryable,
+    RunRecord,
+)
+
+from ._factories import StoreFactory
+from ._harness import RUN_TTL, ContractMachine, build_for
+
+NS = "ns-a"
+LIMITS = ArtifactLimits(max_single_bytes=4096, max_retained_bytes=1 << 20)
+VARIANTS = (
+    "exact",
+    "exact",
+    "forged_input",
+    "empty_input",
+    "forged_cause",
+    "stale_head",
+    "head",
+    "replay",
+)
+
+
+class DeliveryMachine(ContractMachine):
+    """Claims, consumers, reconcile, suppression and continuation admission."""
+
+    results = Bundle("results")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.n = 0
+        self.sid = self.sessions[NS]
+        self.consumers: list[str] = []
+        self.claims: dict[str, list[str]] = {}
+        self.requests: dict[str, AcquireContinuation] = {}
+        self.continuations = 0
+
+    # -- results ----------------------------------------------------------------------------
+
+    @rule(
+        target=results,
+        outcome=st.sampled_from(["completed", "completed", "failed", "cancelled"]),
+        artifact=st.booleans(),
+        retention=st.sampled_from([60.0, 600.0]),
+    )
+    def new_result(self, outcome: str, artifact: bool, retention: float) -> object:
+        n = self.n
+        self.n += 1
+        text = f"result {n}: ünïcode ✓"
+        commit = self.drive_to_terminal(
+            self.acceptance(n, NS, agent=n),
+            outcome,
+            text,
+            retention=retention,
+            artifact_text=("full artifact " + text * 3) if artifact else None,
+            limits=LIMITS if artifact else None,
+        )
+        if commit is None:
+            return multiple()
+        self.claims[commit.record.attempt_id] = []
+        return commit.record.attempt_id
+
+    # -- consumer runs ----------------------------------------------------------------------
+
+    @precondition(lambda self: self.model.live_run(self.sid) is None)
+    @rule()
+    def admit_consumer_run(self) -> None:
+        run_id = self.admit_plain_run(self.sid, "consumer")
+        if run_id is not None:
+            self.consumers.append(run_id)
+
+    def _run(self, index: int) -> str | None:
+        if not self.consumers:
+            return None
+        return self.consumers[index % len(self.consumers)]
+
+    @precondition(lambda self: bool(self.consumers))
+    @rule(
+        index=st.integers(0, 7),
+        status=st.sampled_from(["running", "completed", "failed", "cancelled"]),
+    )
+    def consumer_moves(self, index: int, status: str) -> None:
+        run_id = self._run(index)
+        assert run_id is not None
+        self.move_run(self.sid, run_id, status)
+
+    @precondition(lambda self: bool(self.consumers))
+    @rule(index=st.integers(0, 7), ttl=st.sampled_from([0.0, 30.0, 120.0]))
+    def consumer_renews(self, index: int, ttl: float) -> None:
+        run_id = self._run(index)
+        assert run_id is not None
+        mrun = self.model.runs[(self.sid, run_id)]
+        adm = mrun.admission_id or ""
+        expiry = self.clock.now() + ttl
+
+        def check(got: RunRecord) -> None:
+            lease = got.admission_lease
+            if lease is None or lease.lease_expires_at != expiry:
+                raise self.violation(f"renew_run_admission: lease {lease!r}, want {expiry}")
+
+        self.expect(
+            "renew_run_admission",
+            lambda: self.store.renew_run_admission(self.sid, run_id, adm, expiry),
+            self.model.renew_run(self.sid, run_id, adm, expiry),
+            check=check,
+        )
+
+    # -- claims -----------------------------------------------------------------------------
+
+    @rule(
+        aid=results,
+        consumer=st.integers(-1, 7),
+        deadline=st.sampled_from([10.0, 60.0]),
+        automatic=st.booleans(),
+    )
+    def claim(self, aid: str, consumer: int, deadline: float, automatic: bool) -> None:
+        run_id = self._run(consumer) if consumer >= 0 else None
+        claim = DeliveryClaim(
+            claim_id=self.fresh("claim"),
+            deadline=self.clock.now() + deadline,
+            continuation_run_id=run_id,
+        )
+        got = self.expect(
+            f"claim_delivery(automatic={automatic}, consumer={run_id})",
+            lambda: self.store.claim_delivery(aid, claim, automatic=automatic),
+            self.model.claim(aid, claim, automatic),
+            attempt_id=aid,
+            check=self.record_checker("claim_delivery"),
+        )
+        if got is not None:
+            self.claims[aid].append(claim.claim_id)
+
+    @precondition(lambda self: bool(self.claims))
+    @rule(data=st.data())
+    def replay_current_claim(self, data: st.DataObject) -> None:
+        aid = data.draw(st.sampled_from(sorted(self.claims)), label="attempt")
+        current = self.model.attempts[aid].delivery_claim
+        if current is None:
+            return
+        self.expect(
+            "claim_delivery(exact replay)",
+            lambda: self.store.claim_delivery(aid, current),
+            self.model.claim(aid, current, automatic=False),
+            attempt_id=aid,
+            check=self.record_checker("claim_delivery(replay)"),
+        )
+
+    def _claim_id(self, aid: str, index: int) -> str:
+        issued = self.claims.get(aid) or ["claim-never-issued"]
+        return issued[index % len(issued)] if index >= 0 else "claim-never-issued"
+
+    @rule(aid=results, index=st.integers(-1, 3))
+    def acknowledge(self, aid: str, index: int) -> None:
+        claim_id = self._claim_id(aid, index)
+        self.expect(
+            f"acknowledge_delivery({claim_id})",
+            lambda: self.store.acknowledge_delivery(aid, claim_id),
+            self.model.acknowledge(aid, claim_id),
+            attempt_id=aid,
+            check=self.record_checker("acknowledge_delivery"),
+        )
+
+    @rule(aid=results, index=st.integers(-1, 3), terminated=st.booleans())
+    def release(self, aid: str, index: int, terminated: bool) -> None:
+        claim_id = self._claim_id(aid, index)
+        current = self.model.attempts[aid].delivery_claim
+        reason: Retryable | ConsumerTerminated = Retryable()
+        if terminated:
+            run_id = (current.continuation_run_id if current else None) or "run-unknown"
+            reason = ConsumerTerminated(run_id=run_id)
+        self.expect(
+            f"release_delivery({claim_id}, {reason!r})",
+            lambda: self.store.release_delivery(aid, claim_id, reason),
+            self.model.release(aid, claim_id, reason),
+            attempt_id=aid,
+            check=self.record_checker("release_delivery"),
+        )
+
+    # -- continuation -----------------------------------------------------------------------
+
+    def _request(self, aid: str, variant: str, use_claim: bool) -> AcquireContinuation:
+        rec = self.model.attempts[aid]
+        parts, cause, _ = self.model.continuation_request_parts(aid)
+        current = rec.delivery_claim
+        claim_id = current.claim_id if (use_claim and current) else self.fresh("claim")
+        now = self.clock.now()
+        run_id = self.fresh("continuation")
+        meta = {
+            "async_subagent.attempt_id": rec.attempt_id,
+            "async_subagent.agent_id": rec.agent_id,
+            "async_subagent.parent_run_id": rec.parent_run_id,
+        }
+        if rec.child_run_id is not None:
+            meta["async_subagent.child_run_id"] = rec.child_run_id
+        if variant == "forged_input":
+            parts = (InputPart(text=parts[0].text + " (forged)"),)
+        elif variant == "empty_input":
+            parts = ()
+        elif variant == "forged_cause":
+            cause = msgspec.structs.replace(cause, result_size_bytes=cause.result_size_bytes + 1)
+        head: str | None = None
+        runs = self.model.session_runs(self.sid)
+        if variant == "head":
+            head = runs[-1].run_id if runs else None
+        elif variant == "stale_head":
+            head = runs[0].run_id if len(runs) > 1 else "run-stale"
+        run = RunRecord(
+            session_id=rec.parent_session_id,
+            run_id=run_id,
+            created_at=now,
+            updated_at=now,
+            input=parts,
+            trigger_type=ASYNC_SUBAGENT_RESULT,
+            parent_run_id=rec.parent_run_id,
+            profile=rec.profile,
+            metadata=meta,
+            trace_context=rec.trace_context,
+            admission_lease=AdmissionLease(
+                admission_id=f"adm-{run_id}",
+                host_instance_id="host-c",
+                fencing_generation=1,
+                lease_expires_at=now + RUN_TTL,
+            ),
+        )
+        return AcquireContinuation(
+            attempt_id=aid,
+            claim_id=claim_id,
+            claim_deadline=now + 30.0,
+            cause=cause,
+            run=run,
+            expected_head_run_id=head,
+        )
+
+    @rule(aid=results, variant=st.sampled_from(VARIANTS), use_claim=st.booleans())
+    def acquire_continuation(self, aid: str, variant: str, use_claim: bool) -> None:
+        if variant == "replay":
+            request = self.requests.get(aid)
+            if request is None:
+                return
+        else:
+            request = self._request(aid, variant, use_claim)
+        prior = self.model.receipts.get(aid)
+        outcome = self.model.acquire(request)
+
+        def check(receipt: ContinuationReceipt) -> None:
+            want = self.model.receipts[aid]
+            problems = []
+            if receipt.cause != want.cause:
+                problems.append(f"cause {receipt.cause!r} != store-derived {want.cause!r}")
+            if receipt.run.run_id != want.run_id:
+                problems.append(f"run {receipt.run.run_id} != {want.run_id}")
+            if receipt.run.trigger_type != ASYNC_SUBAGENT_RESULT:
+                problems.append(f"trigger_type {receipt.run.trigger_type}")
+            if msgspec.json.encode(list(receipt.run.input)) != msgspec.json.encode(
+                list(want.input)
+            ):
+                problems.append("receipt run input is not the canonical input")
+            replay = prior is not None
+            if receipt.idempotent_replay != replay:
+                problems.append(f"idempotent_replay={receipt.idempotent_replay}, want {replay}")
+            if receipt.record.attempt_id != aid or receipt.record.delivery_status != "delivered":
+                problems.append("receipt record is not the delivered attempt")
+            if problems:
+                raise self.violation("acquire_continuation receipt: " + "; ".join(problems))
+
+        got: Any = self.expect(
+            f"acquire_continuation({variant})",
+            lambda: self.store.acquire_continuation(request),
+            outcome,
+            attempt_id=aid,
+            check=check,
+        )
+        if got is not None and prior is None:
+            self.requests[aid] = request
+            self.consumers.append(request.run.run_id)
+            self.continuations += 1
+
+    # -- time and maintenance ---------------------------------------------------------------
+
+    @rule(seconds=st.sampled_from([1.0, 10.0, 30.0, 60.0, 600.0]))
+    def advance_time(self, seconds: float) -> None:
+        self.clock.advance(seconds)
+
+    @rule()
+    def reconcile_namespace(self) -> None:
+        self.reconcile(NS)
+
+    @rule()
+    def expire_retention(self) -> None:
+        self.expire(NS, 1000)
+
+    @rule(status=st.sampled_from(["active", "inactive"]))
+    def session_status(self, status: str) -> None:
+        def check(got: Any) -> None:
+            if got.status != status:
+                raise self.violation(f"update_session_status returned {got.status}")
+
+        self.expect(
+            f"update_session_status({status})",
+            lambda: self.store.update_session_status(self.sid, SessionStatus(status)),
+            self.model.set_session_status(self.sid, status),
+            check=check,
+        )
+
+
+def delivery_machine(factory: StoreFactory) -> type[DeliveryMachine]:
+    """The delivery machine bound to ``factory`` (use ``.TestCase`` under pytest)."""
+    return build_for(DeliveryMachine, factory)

@@ -1,0 +1,162 @@
+"""Store factories: how a property machine gets a fresh store under test.
+
+A factory is called once per Hypothesis example with the example's
+:class:`~storage.ManualClock` and returns a :class:`StoreHandle`: the store,
+a ``reopen`` hook (close and open the same durable state again) and a
+cleanup. The built-in factories are ``memory``, ``lmdb`` (a temporary
+directory) and ``lmdb-reopen`` (closes and reopens the LMDB environment after
+every step, so every step's result must have been persisted). Users plug in
+their own with ``python -m properties --store module:factory``: the callable
+takes a ManualClock and returns a :class:`StoreHandle` or a bare
+:class:`~storage.SessionStore` (then reopening is a no-op).
+"""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from storage import LmdbSessionStore, ManualClock, MemorySessionStore, SessionStore
+
+from ._profiles import current_profile
+
+
+@dataclass
+class StoreHandle:
+    """One store under test, with its persistence hooks.
+
+    ``open_again`` closes nothing itself: :meth:`reopen` closes the current
+    store first, then calls it. ``cleanup`` runs once, after the last close.
+    """
+
+    store: SessionStore
+    open_again: Callable[[], SessionStore] | None = None
+    cleanup: Callable[[], None] | None = None
+    reopen_between_steps: bool = False
+    reopens: int = field(default=0)
+    _closed: bool = field(default=False, repr=False)
+
+    def reopen(self) -> SessionStore:
+        """Close the store and open the same durable state again (no-op without a hook)."""
+        if self.open_again is None:
+            return self.store
+        self.store.close()
+        self.store = self.open_again()
+        self.reopens += 1
+        return self.store
+
+    def step_boundary(self) -> SessionStore:
+        """Called between steps: reopens when this handle tests persistence."""
+        if self.reopen_between_steps:
+            return self.reopen()
+        return self.store
+
+    def close(self) -> None:
+        """Close the store and remove temporary state. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.store.close()
+        finally:
+            if self.cleanup is not None:
+                self.cleanup()
+
+
+@runtime_checkable
+class StoreFactory(Protocol):
+    """Makes a fresh store for one example. ``name`` labels it in reports."""
+
+    @property
+    def name(self) -> str: ...
+
+    def __call__(self, clock: ManualClock) -> StoreHandle: ...
+
+
+@dataclass(frozen=True)
+class NamedFactory:
+    """A :class:`StoreFactory` from a name and a function."""
+
+    name: str
+    make: Callable[[ManualClock], StoreHandle | SessionStore]
+
+    def __call__(self, clock: ManualClock) -> StoreHandle:
+        made = self.make(clock)
+        if isinstance(made, StoreHandle):
+            return made
+        return StoreHandle(store=made)
+
+
+def _memory(clock: ManualClock) -> StoreHandle:
+    return StoreHandle(store=MemorySessionStore(clock=clock))
+
+
+def _lmdb_handle(clock: ManualClock, *, reopen_between_steps: bool, sync: bool) -> StoreHandle:
+    path = tempfile.mkdtemp(prefix="subagents-properties-")
+
+    def open_store() -> SessionStore:
+        return LmdbSessionStore(path, clock=clock, sync=sync)
+
+    try:
+        store = open_store()
+    except BaseException:
+        shutil.rmtree(path, ignore_errors=True)
+        raise
+    return StoreHandle(
+        store=store,
+        open_again=open_store,
+        cleanup=lambda: shutil.rmtree(path, ignore_errors=True),
+        reopen_between_steps=reopen_between_steps,
+    )
+
+
+def lmdb_factory(*, reopen_between_steps: bool = False, sync: bool | None = None) -> NamedFactory:
+    """An LMDB factory in a fresh temporary directory per example.
+
+    ``sync=None`` follows the active profile (off in ``ci``/``dev``, on in ``deep``).
+    """
+    name = "lmdb-reopen" if reopen_between_steps else "lmdb"
+
+    def make(clock: ManualClock) -> StoreHandle:
+        durable = current_profile().lmdb_sync if sync is None else sync
+        return _lmdb_handle(clock, reopen_between_steps=reopen_between_steps, sync=durable)
+
+    return NamedFactory(name, make)
+
+
+MEMORY = NamedFactory("memory", _memory)
+LMDB = lmdb_factory()
+LMDB_REOPEN = lmdb_factory(reopen_between_steps=True)
+
+BUILTIN_FACTORIES: dict[str, NamedFactory] = {f.name: f for f in (MEMORY, LMDB, LMDB_REOPEN)}
+
+
+def resolve_factory(spec: str) -> NamedFactory:
+    """A built-in factory by name, or ``module:attribute`` for a user's own store."""
+    if spec in BUILTIN_FACTORIES:
+        return BUILTIN_FACTORIES[spec]
+    if ":" not in spec:
+        raise ValueError(
+            f"unknown store {spec!r}: use one of {sorted(BUILTIN_FACTORIES)} or module:factory"
+        )
+    module_name, _, attr = spec.partition(":")
+    target: object = importlib.import_module(module_name)
+    for part in attr.split("."):
+        target = getattr(target, part)
+    if isinstance(target, NamedFactory):
+        return target
+    if not callable(target):
+        raise ValueError(f"{spec!r} is not callable")
+    make = target
+
+    def call(clock: ManualClock) -> StoreHandle | SessionStore:
+        made = make(clock)
+        if not isinstance(made, StoreHandle | SessionStore):
+            raise TypeError(f"{spec} returned {type(made).__name__}, not a store")
+        return made
+
+    return NamedFactory(getattr(target, "name", spec), call)

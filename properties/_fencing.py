@@ -1,0 +1,179 @@
+"""Fencing and leases: a stale or expired owner never writes.
+
+Hosts accept attempts, heartbeat, advance execution, let store time pass,
+take over expired attempts with a newer fencing generation, commit terminal
+outcomes, reconcile and fence the session for deletion. Every writer that
+ever held a lease keeps trying to write with it; the model predicts which
+writes must fail, and the harness checks that a refused write changed nothing
+(the record is compared before and after, and the whole store after every
+step).
+"""
+
+from __future__ import annotations
+
+import msgspec
+from hypothesis import strategies as st
+from hypothesis.stateful import Bundle, multiple, precondition, rule
+
+from storage import AttemptRecord, OwnerLease
+
+from ._factories import StoreFactory
+from ._harness import LEASE_TTL, ContractMachine, build_for
+
+NS = "ns-a"
+FENCED_NS = "ns-b"
+ACTIVE = ("accepted", "starting", "running", "waiting")
+HOSTS = ("host-a", "host-b", "host-c")
+
+
+class FencingMachine(ContractMachine):
+    """Fenced ownership of non-terminal attempts."""
+
+    NAMESPACES = (NS, FENCED_NS)
+    attempts = Bundle("attempts")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.accepted_n = 0
+        self.acceptances: dict[str, AttemptRecord] = {}
+        self.writers: dict[str, dict[tuple[str, int], OwnerLease]] = {}
+        self.stale_refusals = 0
+
+    def _writer(self, aid: str, index: int) -> OwnerLease:
+        leases = list(self.writers[aid].values())
+        return leases[index % len(leases)]
+
+    def _learn(self, aid: str) -> None:
+        """The current owner knows the lease the store returned to it."""
+        lease = self.model.attempts[aid].owner_lease
+        self.writers[aid][(lease.host_instance_id, lease.fencing_generation)] = lease
+
+    def _is_stale(self, aid: str, lease: OwnerLease) -> bool:
+        stored = self.model.attempts[aid].owner_lease
+        return lease != stored or stored.lease_expires_at <= self.clock.now()
+
+    @rule(
+        target=attempts,
+        ns=st.sampled_from([NS, NS, FENCED_NS]),
+        agent=st.integers(0, 2),
+        host=st.sampled_from(HOSTS),
+        ttl=st.sampled_from([10.0, LEASE_TTL]),
+    )
+    def accept_attempt(self, ns: str, agent: int, host: str, ttl: float) -> object:
+        n = self.accepted_n
+        self.accepted_n += 1
+        record = self.acceptance(n, ns, agent, host=host, ttl=ttl)
+        if not self.accept(record):
+            return multiple()
+        self.acceptances[record.attempt_id] = record
+        self.writers[record.attempt_id] = {}
+        self._learn(record.attempt_id)
+        return record.attempt_id
+
+    @rule(agent=st.integers(0, 2), lag=st.sampled_from([0.0, 10.0]))
+    def accept_already_expired(self, agent: int, lag: float) -> None:
+        n = self.accepted_n
+        self.accepted_n += 1
+        record = self.acceptance(n, NS, agent)
+        now = self.clock.now()
+        lease = OwnerLease(
+            host_instance_id="host-a",
+            fencing_generation=1,
+            heartbeat_at=now - 40.0,
+            lease_expires_at=now - lag,
+        )
+        record = msgspec.structs.replace(
+            record, owner_lease=lease, accepted_at=now - 40.0, updated_at=now - 40.0
+        )
+        self.accept(record)
+
+    @rule(aid=attempts)
+    def retry_acceptance(self, aid: str) -> None:
+        self.accept(self.acceptances[aid])
+
+    @rule(aid=attempts, writer=st.integers(0, 3), extend=st.sampled_from([-1.0, 0.0, 10.0, 30.0]))
+    def heartbeat(self, aid: str, writer: int, extend: float) -> None:
+        lease = self._writer(aid, writer)
+        stale = self._is_stale(aid, lease)
+        expiry = self.clock.now() + extend
+        got = self.expect(
+            f"heartbeat_attempt({lease.host_instance_id}/{lease.fencing_generation})",
+            lambda: self.store.heartbeat_attempt(
+                aid, lease.host_instance_id, lease.fencing_generation, expiry
+            ),
+            self.model.heartbeat(aid, lease.host_instance_id, lease.fencing_generation, expiry),
+            attempt_id=aid,
+            check=self.record_checker("heartbeat_attempt"),
+        )
+        if got is not None:
+            self._learn(aid)
+        elif stale:
+            self.stale_refusals += 1
+
+    @rule(aid=attempts, writer=st.integers(0, 3), status=st.sampled_from(ACTIVE))
+    def update_execution_as(self, aid: str, writer: int, status: str) -> None:
+        lease = self._writer(aid, writer)
+        view = msgspec.structs.replace(self.model.attempts[aid], owner_lease=lease)
+        self.update_execution(view, status)
+
+    @rule(
+        aid=attempts,
+        host=st.sampled_from(HOSTS),
+        bump=st.sampled_from([-1, 0, 1, 2]),
+        ttl=st.sampled_from([10.0, LEASE_TTL]),
+    )
+    def take_over(self, aid: str, host: str, bump: int, ttl: float) -> None:
+        generation = self.model.attempts[aid].owner_lease.fencing_generation + bump
+        expiry = self.clock.now() + ttl
+        got = self.expect(
+            f"take_over_attempt({host}/{generation})",
+            lambda: self.store.take_over_attempt(aid, host, generation, expiry),
+            self.model.take_over(aid, host, generation, expiry),
+            attempt_id=aid,
+            check=self.record_checker("take_over_attempt"),
+        )
+        if got is not None:
+            self._learn(aid)
+
+    @rule(
+        aid=attempts,
+        writer=st.integers(0, 3),
+        outcome=st.sampled_from(["completed", "failed", "cancelled"]),
+    )
+    def commit_terminal_as(self, aid: str, writer: int, outcome: str) -> None:
+        lease = self._writer(aid, writer)
+        view = msgspec.structs.replace(self.model.attempts[aid], owner_lease=lease)
+        if view.result_ref is not None:
+            # A writer that lost the race still believes the attempt is active.
+            view = msgspec.structs.replace(
+                self.acceptances[aid],
+                owner_lease=lease,
+                execution_status="running",
+            )
+        commit = self.terminal_commit(view, outcome, f"{outcome} by {lease.host_instance_id}")
+        self.commit(commit)
+
+    @precondition(lambda self: bool(self.model.commits))
+    @rule(data=st.data())
+    def replay_terminal(self, data: st.DataObject) -> None:
+        aid = data.draw(st.sampled_from(sorted(self.model.commits)), label="attempt")
+        self.commit(self.model.commits[aid], "commit_terminal(exact replay)")
+
+    @rule(seconds=st.sampled_from([1.0, 5.0, 10.0, 29.0, 30.0, 31.0]))
+    def advance_time(self, seconds: float) -> None:
+        self.clock.advance(seconds)
+
+    @rule(ns=st.sampled_from([NS, FENCED_NS]))
+    def reconcile_namespace(self, ns: str) -> None:
+        self.reconcile(ns)
+
+    @precondition(lambda self: self.model.sessions[self.sessions[FENCED_NS]].status != "deleting")
+    @rule()
+    def fence_session(self) -> None:
+        """Only the second namespace is ever fenced, so the first keeps being explored."""
+        self.fence(FENCED_NS)
+
+
+def fencing_machine(factory: StoreFactory) -> type[FencingMachine]:
+    """The fencing machine bound to ``factory`` (use ``.TestCase`` under pytest)."""
+    return build_for(FencingMachine, factory)

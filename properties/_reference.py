@@ -1,0 +1,869 @@
+"""The independent reference model of the SessionStore contract.
+
+Plain Python dicts and dataclasses, written from the docstrings of
+:class:`storage.SessionStore` (and DESIGN §5), never from a store's code: the
+model shares nothing with :mod:`storage._kernel` or
+:class:`storage.MemorySessionStore`. It uses only the record types, the
+lifecycle tables and the shared digest helpers (the canonical forms are part
+of the contract).
+
+For every operation the model returns an :class:`Outcome`: the error class the
+store must raise, or Ok with a change that is applied to the model when the
+store answers Ok. When several preconditions fail at once, the contract does
+not fix which one a store reports first, so the model predicts the most
+specific error class common to all of them (:func:`common_error`). Where the
+contract leaves an answer open, the outcome allows either (``ok_allowed``
+together with ``error``); the harness still checks that a refused operation
+changed nothing.
+
+Decisions taken where the contract is silent are listed in :data:`DECISIONS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import msgspec
+
+from statemachines import EXECUTION, RUN, is_active_execution
+from storage import (
+    ASYNC_SUBAGENT_RESULT,
+    AcquireContinuation,
+    AttemptRecord,
+    Conflict,
+    ConsumerTerminated,
+    ContinuationCause,
+    Delivered,
+    DeliveryClaim,
+    DeliveryClaimed,
+    DeliveryRelease,
+    IllegalTransition,
+    InputPart,
+    NotFound,
+    QuotaExceeded,
+    ResultRef,
+    RunConflict,
+    RunRecord,
+    StaleFence,
+    StoreError,
+    TerminalCommit,
+    continuation_cause,
+    continuation_input,
+    terminal_fingerprint,
+)
+
+DECISIONS: tuple[str, ...] = (
+    "A deadline, lease or expiry at exactly `now` has passed (`<= now`), for leases, "
+    "claims, admission leases, retention deadlines and artifact expiry alike.",
+    "When several preconditions fail, any error class common to all of them is accepted.",
+    "The aggregate artifact quota counts artifacts whose `expires_at` is still after now and "
+    "that expire_retention has not deleted.",
+    "An identical acceptance retry after the stored record moved on (heartbeat, takeover, "
+    "terminal) may be Ok or refused; it must change nothing.",
+    "An execution update to the current status by a stale writer may be Ok (no-op) or "
+    "StaleFence; it must change nothing.",
+    "A Retryable release of a claim id the store never issued, on an undelivered record, "
+    "may be Ok or Conflict.",
+    "reconcile() terminalizes expired attempts of a deletion-fenced session too; its "
+    "synthesized failure must replay exactly (TerminalCommit of the stored record is Ok).",
+    "acquire_continuation in the window where an artifact's expires_at passed but "
+    "expire_retention has not run may be Ok or Conflict.",
+    "After delivery the stored `delivery_claim` is not compared (a store may keep or clear it).",
+)
+
+
+def common_error(classes: list[type[StoreError]]) -> type[StoreError]:
+    """The most specific class every one of ``classes`` is a subclass of."""
+    first = classes[0]
+    for candidate in first.__mro__:
+        if not (isinstance(candidate, type) and issubclass(candidate, StoreError)):
+            continue
+        if all(issubclass(c, candidate) for c in classes):
+            return candidate
+    return StoreError
+
+
+def _noop() -> None:
+    return None
+
+
+@dataclass
+class Outcome:
+    """The model's prediction for one operation."""
+
+    error: type[StoreError] | None
+    why: str
+    apply: Callable[[], None] = _noop
+    """Model change when the store answers Ok."""
+    ok_allowed: bool = True
+    apply_on_error: Callable[[], None] | None = None
+    """Model change that stays committed even when the store raises (a claim's release)."""
+
+    @property
+    def writes_on_error(self) -> bool:
+        return self.apply_on_error is not None
+
+
+def ok(why: str = "ok", apply: Callable[[], None] = _noop) -> Outcome:
+    return Outcome(error=None, why=why, apply=apply)
+
+
+def err(reasons: list[tuple[type[StoreError], str]]) -> Outcome:
+    classes = [c for c, _ in reasons]
+    return Outcome(
+        error=common_error(classes),
+        why="; ".join(w for _, w in reasons),
+        ok_allowed=False,
+    )
+
+
+def either(error: type[StoreError], why: str, apply: Callable[[], None] = _noop) -> Outcome:
+    return Outcome(error=error, why=why, apply=apply, ok_allowed=True)
+
+
+@dataclass
+class ModelSession:
+    session_id: str
+    namespace_id: str
+    status: str = "active"
+
+
+@dataclass
+class ModelRun:
+    session_id: str
+    run_id: str
+    order: int
+    status: str
+    trigger_type: str | None
+    input: tuple[InputPart, ...]
+    admission_id: str | None
+    lease_expires_at: float | None
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ModelArtifact:
+    artifact_ref: str
+    namespace_id: str
+    attempt_id: str
+    content: str
+    size_bytes: int
+    expires_at: float
+    deleted: bool = False
+
+
+@dataclass
+class ModelReceipt:
+    request: AcquireContinuation
+    cause: ContinuationCause
+    run_id: str
+    input: tuple[InputPart, ...]
+
+
+_ALWAYS_LOOSE = frozenset({"updated_at"})
+_LOOSE_AFTER_DELIVERY = frozenset({"delivery_claim"})
+
+
+def diff_attempt(expected: AttemptRecord, actual: AttemptRecord) -> list[str]:
+    """Fields where ``actual`` differs from the model (ignoring fields the contract leaves open)."""
+    want = msgspec.structs.asdict(expected)
+    got = msgspec.structs.asdict(actual)
+    loose = set(_ALWAYS_LOOSE)
+    if expected.delivery_status == "delivered":
+        loose |= _LOOSE_AFTER_DELIVERY
+    out = []
+    for name, value in want.items():
+        if name in loose:
+            continue
+        if got.get(name) != value:
+            out.append(f"{name}: model {value!r} != store {got.get(name)!r}")
+    return out
+
+
+def _encode(value: object) -> bytes:
+    return msgspec.json.encode(value, order="deterministic")
+
+
+class Reference:
+    """The contract as plain data. ``now`` is the same ManualClock the store reads."""
+
+    def __init__(self, now: Callable[[], float]) -> None:
+        self.now = now
+        self.sessions: dict[str, ModelSession] = {}
+        self.runs: dict[tuple[str, str], ModelRun] = {}
+        self.attempts: dict[str, AttemptRecord] = {}
+        self.commits: dict[str, TerminalCommit] = {}
+        """The first terminal commit of each attempt (for exact replay)."""
+        self.artifacts: dict[str, ModelArtifact] = {}
+        self.receipts: dict[str, ModelReceipt] = {}
+        self.released_claims: dict[str, set[str]] = {}
+        self.canonical_inputs: dict[str, bytes] = {}
+        """Per attempt: the bytes of the canonical continuation input at delivery."""
+        self._run_order = 0
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def run_live(self, run: ModelRun | None) -> bool:
+        return (
+            run is not None
+            and run.status in ("admitted", "running")
+            and run.lease_expires_at is not None
+            and run.lease_expires_at > self.now()
+        )
+
+    def session_runs(self, session_id: str) -> list[ModelRun]:
+        return sorted(
+            (r for r in self.runs.values() if r.session_id == session_id), key=lambda r: r.order
+        )
+
+    def live_run(self, session_id: str) -> ModelRun | None:
+        for run in self.session_runs(session_id):
+            if self.run_live(run):
+                return run
+        return None
+
+    def lease_live(self, record: AttemptRecord) -> bool:
+        return record.owner_lease.lease_expires_at > self.now()
+
+    def is_terminal(self, record: AttemptRecord) -> bool:
+        return not is_active_execution(record.execution_status)
+
+    def retained_bytes(self, namespace_id: str) -> int:
+        now = self.now()
+        return sum(
+            a.size_bytes
+            for a in self.artifacts.values()
+            if a.namespace_id == namespace_id and not a.deleted and a.expires_at > now
+        )
+
+    def artifact_content(self, record: AttemptRecord) -> tuple[str | None, bool]:
+        """(full artifact content or None, whether the answer is ambiguous)."""
+        ref = record.result_ref
+        if record.retention_status != "artifact" or ref is None or ref.artifact_ref is None:
+            return None, False
+        art = self.artifacts.get(ref.artifact_ref)
+        if art is None or art.deleted:
+            return None, True
+        if art.expires_at <= self.now():
+            return art.content, True
+        return art.content, False
+
+    def _put(self, record: AttemptRecord) -> None:
+        self.attempts[record.attempt_id] = record
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    def create_session(self, session_id: str, namespace_id: str) -> Outcome:
+        if session_id in self.sessions:
+            return ok("identical retry")
+
+        def apply() -> None:
+            self.sessions[session_id] = ModelSession(session_id, namespace_id)
+
+        return ok("new session", apply)
+
+    def set_session_status(self, session_id: str, status: str) -> Outcome:
+        s = self.sessions[session_id]
+        if s.status == status:
+            return ok("same status is a no-op")
+        if s.status == "deleting":
+            return err([(IllegalTransition, "a deletion-fenced session never moves back")])
+
+        def apply() -> None:
+            s.status = status
+
+        return ok(f"{s.status} -> {status}", apply)
+
+    def fence_session(self, session_id: str) -> Outcome:
+        s = self.sessions[session_id]
+        if s.status == "deleting":
+            return ok("already fenced")
+        for a in self.attempts.values():
+            if a.parent_session_id == session_id and not self.is_terminal(a) and self.lease_live(a):
+                return err([(Conflict, f"{a.attempt_id} holds a live lease")])
+
+        def apply() -> None:
+            s.status = "deleting"
+
+        return ok("no live lease", apply)
+
+    # -- runs -------------------------------------------------------------------------------
+
+    def admit_run(self, run: RunRecord) -> Outcome:
+        s = self.sessions.get(run.session_id)
+        if s is None:
+            return err([(NotFound, "no such session")])
+        reasons: list[tuple[type[StoreError], str]] = []
+        if s.status != "active":
+            reasons.append((Conflict, f"session is {s.status}"))
+        if run.trigger_type == ASYNC_SUBAGENT_RESULT:
+            reasons.append((Conflict, "continuations are admitted by acquire_continuation only"))
+        if (run.session_id, run.run_id) in self.runs:
+            reasons.append((StoreError, "run id already used"))
+        live = self.live_run(run.session_id)
+        if live is not None:
+            reasons.append((RunConflict, f"run {live.run_id} is live"))
+        if reasons:
+            return err(reasons)
+        return ok("admitted", lambda: self._add_run(run))
+
+    def _add_run(self, run: RunRecord) -> None:
+        self._run_order += 1
+        lease = run.admission_lease
+        self.runs[(run.session_id, run.run_id)] = ModelRun(
+            session_id=run.session_id,
+            run_id=run.run_id,
+            order=self._run_order,
+            status="admitted",
+            trigger_type=run.trigger_type,
+            input=run.input,
+            admission_id=lease.admission_id if lease else None,
+            lease_expires_at=lease.lease_expires_at if lease else None,
+            metadata=dict(run.metadata),
+        )
+
+    def transition_run(
+        self, session_id: str, run_id: str, status: str, admission_id: str | None
+    ) -> Outcome:
+        run = self.runs.get((session_id, run_id))
+        if run is None:
+            return err([(NotFound, "no such run")])
+        reasons: list[tuple[type[StoreError], str]] = []
+        if run.admission_id is not None and admission_id != run.admission_id:
+            reasons.append((StaleFence, "admission id differs"))
+        if status == run.status:
+            if reasons:
+                return either(
+                    common_error([c for c, _ in reasons]), "same status by a stale writer"
+                )
+            return ok("same status is a no-op")
+        if not RUN.allows(run.status, status):
+            reasons.append((IllegalTransition, f"run {run.status} -> {status}"))
+        if (
+            status == "running"
+            and run.lease_expires_at is not None
+            and run.lease_expires_at <= self.now()
+        ):
+            reasons.append((Conflict, "admission lease expired"))
+        if reasons:
+            return err(reasons)
+
+        def apply() -> None:
+            run.status = status
+
+        return ok(f"run -> {status}", apply)
+
+    def renew_run(
+        self, session_id: str, run_id: str, admission_id: str, lease_expires_at: float
+    ) -> Outcome:
+        run = self.runs.get((session_id, run_id))
+        if run is None:
+            return err([(NotFound, "no such run")])
+        reasons: list[tuple[type[StoreError], str]] = []
+        if admission_id != run.admission_id:
+            reasons.append((StaleFence, "admission id differs"))
+        if run.lease_expires_at is None or run.lease_expires_at <= self.now():
+            reasons.append((StaleFence, "admission lease already expired"))
+        if run.status not in ("admitted", "running"):
+            reasons.append((Conflict, f"run is {run.status}"))
+        if lease_expires_at <= self.now():
+            reasons.append((Conflict, "new expiry is not after now"))
+        if reasons:
+            return err(reasons)
+
+        def apply() -> None:
+            run.lease_expires_at = lease_expires_at
+
+        return ok("renewed", apply)
+
+    # -- attempts ---------------------------------------------------------------------------
+
+    def accept(self, record: AttemptRecord) -> Outcome:
+        stored = self.attempts.get(record.attempt_id)
+        if stored is not None:
+            if stored == record and self.lease_live(stored):
+                return ok("identical retry")
+            return either(StoreError, "retry after the stored record moved on or expired")
+        reasons: list[tuple[type[StoreError], str]] = []
+        if record.owner_lease.lease_expires_at <= self.now():
+            reasons.append((Conflict, "lease already expired at store time"))
+        s = self.sessions.get(record.parent_session_id)
+        if s is None or s.status != "active":
+            reasons.append((Conflict, "parent session missing, inactive or fenced"))
+        for other in self.attempts.values():
+            if (
+                other.namespace_id == record.namespace_id
+                and other.parent_session_id == record.parent_session_id
+                and other.agent_id == record.agent_id
+                and not self.is_terminal(other)
+            ):
+                reasons.append((Conflict, f"{other.attempt_id} holds agent_id {record.agent_id}"))
+                break
+        if reasons:
+            return err(reasons)
+        return ok("accepted", lambda: self._put(record))
+
+    def _owner_reasons(
+        self, stored: AttemptRecord, host: str, generation: int
+    ) -> list[tuple[type[StoreError], str]]:
+        lease = stored.owner_lease
+        if (host, generation) != (lease.host_instance_id, lease.fencing_generation):
+            return [
+                (
+                    StaleFence,
+                    f"writer {host}/{generation} is not owner "
+                    f"{lease.host_instance_id}/{lease.fencing_generation}",
+                )
+            ]
+        if not self.lease_live(stored):
+            return [(StaleFence, "owner lease expired")]
+        return []
+
+    def _fenced(self, record: AttemptRecord) -> bool:
+        s = self.sessions.get(record.parent_session_id)
+        return s is not None and s.status == "deleting"
+
+    def update_execution(self, record: AttemptRecord) -> Outcome:
+        stored = self.attempts.get(record.attempt_id)
+        if stored is None:
+            return err([(NotFound, "no such attempt")])
+        reasons: list[tuple[type[StoreError], str]] = []
+        if self.is_terminal(stored):
+            reasons.append((Conflict, f"attempt is {stored.execution_status}"))
+        if record.owner_lease != stored.owner_lease:
+            reasons.append((StaleFence, "writer lease is not the stored owner lease"))
+        elif not self.lease_live(stored):
+            reasons.append((StaleFence, "owner lease expired"))
+        if self._fenced(stored):
+            reasons.append((Conflict, "session deletion-fenced"))
+        new_status = record.execution_status
+        if new_status == stored.execution_status and record.child_run_id == stored.child_run_id:
+            if reasons:
+                return either(common_error([c for c, _ in reasons]), "same status, stale writer")
+            return ok("same status is a no-op")
+        if new_status != stored.execution_status:
+            if not is_active_execution(new_status):
+                reasons.append((Conflict, "terminal outcomes use commit_terminal"))
+            elif not EXECUTION.allows(stored.execution_status, new_status):
+                reasons.append(
+                    (IllegalTransition, f"execution {stored.execution_status} -> {new_status}")
+                )
+        if reasons:
+            return err(reasons)
+        updated = msgspec.structs.replace(
+            stored,
+            execution_status=new_status,
+            child_run_id=record.child_run_id,
+            updated_at=self.now(),
+        )
+        return ok(f"execution -> {new_status}", lambda: self._put(updated))
+
+    def heartbeat(
+        self, attempt_id: str, host: str, generation: int, lease_expires_at: float
+    ) -> Outcome:
+        stored = self.attempts.get(attempt_id)
+        if stored is None:
+            return err([(NotFound, "no such attempt")])
+        reasons: list[tuple[type[StoreError], str]] = []
+        if self.is_terminal(stored):
+            reasons.append((Conflict, f"attempt is {stored.execution_status}"))
+        reasons += self._owner_reasons(stored, host, generation)
+        if lease_expires_at <= self.now():
+            reasons.append((Conflict, "new expiry is not after now"))
+        if self._fenced(stored):
+            reasons.append((Conflict, "session deletion-fenced"))
+        if reasons:
+            return err(reasons)
+        lease = msgspec.structs.replace(
+            stored.owner_lease, heartbeat_at=self.now(), lease_expires_at=lease_expires_at
+        )
+        updated = msgspec.structs.replace(stored, owner_lease=lease)
+        return ok("heartbeat", lambda: self._put(updated))
+
+    def take_over(
+        self, attempt_id: str, host: str, generation: int, lease_expires_at: float
+    ) -> Outcome:
+        stored = self.attempts.get(attempt_id)
+        if stored is None:
+            return err([(NotFound, "no such attempt")])
+        reasons: list[tuple[type[StoreError], str]] = []
+        if self.is_terminal(stored):
+            reasons.append((Conflict, f"attempt is {stored.execution_status}"))
+        if self.lease_live(stored):
+            reasons.append((StaleFence, "current lease has not expired"))
+        if generation <= stored.owner_lease.fencing_generation:
+            reasons.append((StaleFence, "generation not greater than the current one"))
+        if lease_expires_at <= self.now():
+            reasons.append((Conflict, "new expiry is not after now"))
+        if reasons:
+            return err(reasons)
+        lease = msgspec.structs.replace(
+            stored.owner_lease,
+            host_instance_id=host,
+            fencing_generation=generation,
+            heartbeat_at=self.now(),
+            lease_expires_at=lease_expires_at,
+        )
+        updated = msgspec.structs.replace(stored, owner_lease=lease)
+        if self._fenced(stored):
+            return either(Conflict, "takeover in a fenced session", lambda: self._put(updated))
+        return ok("taken over", lambda: self._put(updated))
+
+    def commit_terminal(self, commit: TerminalCommit) -> Outcome:
+        record = commit.record
+        stored = self.attempts.get(record.attempt_id)
+        if stored is None:
+            return err([(NotFound, "no such attempt")])
+        if self.is_terminal(stored):
+            if stored.terminal_fingerprint == terminal_fingerprint(commit):
+                return ok("exact replay")
+            return err([(Conflict, "terminal already committed with another fingerprint")])
+        reasons: list[tuple[type[StoreError], str]] = []
+        if record.owner_lease != stored.owner_lease:
+            reasons.append((StaleFence, "writer lease is not the stored owner lease"))
+        elif not self.lease_live(stored):
+            reasons.append((StaleFence, "owner lease expired"))
+        if self._fenced(stored):
+            reasons.append((Conflict, "session deletion-fenced"))
+        if not EXECUTION.allows(stored.execution_status, record.execution_status):
+            reasons.append(
+                (
+                    IllegalTransition,
+                    f"execution {stored.execution_status} -> {record.execution_status}",
+                )
+            )
+        if record.retention_expires_at is None or record.retention_expires_at <= self.now():
+            reasons.append((Conflict, "retention deadline not after now"))
+        art = commit.artifact
+        if art is not None:
+            limits = commit.artifact_limits
+            if limits is None:
+                reasons.append((Conflict, "artifact without limits"))
+            elif (
+                limits.max_single_bytes <= 0
+                or limits.max_retained_bytes <= 0
+                or limits.max_single_bytes > limits.max_retained_bytes
+            ):
+                reasons.append((Conflict, "invalid artifact limits"))
+            else:
+                if art.size_bytes > limits.max_single_bytes:
+                    reasons.append((QuotaExceeded, "artifact over max_single_bytes"))
+                retained = self.retained_bytes(record.namespace_id)
+                if retained + art.size_bytes > limits.max_retained_bytes:
+                    reasons.append(
+                        (
+                            QuotaExceeded,
+                            f"aggregate {retained}+{art.size_bytes} > {limits.max_retained_bytes}",
+                        )
+                    )
+            old = self.artifacts.get(art.artifact_ref)
+            if old is not None and not old.deleted and old.content != art.content:
+                reasons.append((Conflict, "changed bytes under the same artifact ref"))
+        if reasons:
+            return err(reasons)
+        fingerprint = terminal_fingerprint(commit)
+        stored_record = msgspec.structs.replace(record, terminal_fingerprint=fingerprint)
+
+        def apply() -> None:
+            self._put(stored_record)
+            self.commits[record.attempt_id] = commit
+            if art is not None:
+                self.artifacts[art.artifact_ref] = ModelArtifact(
+                    artifact_ref=art.artifact_ref,
+                    namespace_id=art.namespace_id,
+                    attempt_id=art.attempt_id,
+                    content=art.content,
+                    size_bytes=art.size_bytes,
+                    expires_at=art.expires_at,
+                )
+
+        return ok("first terminal commit", apply)
+
+    # -- delivery ---------------------------------------------------------------------------
+
+    def _consumer(self, record: AttemptRecord, claim: DeliveryClaim) -> ModelRun | None:
+        if claim.continuation_run_id is None:
+            return None
+        return self.runs.get((record.parent_session_id, claim.continuation_run_id))
+
+    def _release(self, attempt_id: str, suppress_by: str | None) -> None:
+        rec = self.attempts[attempt_id]
+        if rec.delivery_claim is not None:
+            self.released_claims.setdefault(attempt_id, set()).add(rec.delivery_claim.claim_id)
+        self._put(
+            msgspec.structs.replace(
+                rec,
+                delivery_status="undelivered",
+                delivery_claim=None,
+                automatic_continuation_suppressed_by_run_id=(
+                    suppress_by or rec.automatic_continuation_suppressed_by_run_id
+                ),
+            )
+        )
+
+    def _deliver(self, attempt_id: str, claim_id: str) -> None:
+        rec = self.attempts[attempt_id]
+        self._put(
+            msgspec.structs.replace(
+                rec,
+                delivery_status="delivered",
+                delivered_claim_id=claim_id,
+                automatic_continuation_suppressed_by_run_id=None,
+            )
+        )
+
+    def _expired_claim_fate(
+        self, record: AttemptRecord, claim: DeliveryClaim
+    ) -> tuple[str, str | None]:
+        """What happens to an expired claim: keep, acknowledge or release(suppress_by)."""
+        consumer = self._consumer(record, claim)
+        if self.run_live(consumer):
+            return "keep", None
+        if consumer is not None and consumer.status == "completed":
+            return "acknowledge", None
+        if consumer is not None and consumer.status in ("failed", "cancelled"):
+            return "release", consumer.run_id
+        return "release", None
+
+    def claim(self, attempt_id: str, claim: DeliveryClaim, automatic: bool) -> Outcome:
+        rec = self.attempts.get(attempt_id)
+        if rec is None:
+            return err([(NotFound, "no such attempt")])
+        now = self.now()
+        if rec.delivery_status == "claimed" and rec.delivery_claim == claim:
+            if claim.deadline <= now:
+                return either(Conflict, "exact replay of an expired claim")
+            return ok("exact replay of the current claim")
+        reasons: list[tuple[type[StoreError], str]] = []
+        if not self.is_terminal(rec):
+            reasons.append((Conflict, "attempt not terminal"))
+        if claim.deadline <= now:
+            reasons.append((Conflict, "claim deadline not after now"))
+        if rec.delivery_status == "delivered":
+            reasons.append((Delivered, "already delivered"))
+        if reasons:
+            return err(reasons)
+        released: Callable[[], None] | None = None
+        suppressed = rec.automatic_continuation_suppressed_by_run_id
+        if rec.delivery_status == "claimed":
+            old = rec.delivery_claim
+            assert old is not None
+            consumer = self._consumer(rec, old)
+            if old.deadline > now or self.run_live(consumer):
+                return err([(DeliveryClaimed, f"claim {old.claim_id} is live")])
+            fate, suppress_by = self._expired_claim_fate(rec, old)
+            if fate == "acknowledge":
+                out = err([(Delivered, "the old claim's consumer completed")])
+                out.apply_on_error = lambda: self._deliver(attempt_id, old.claim_id)
+                return out
+
+            def released_fn() -> None:
+                self._release(attempt_id, suppress_by)
+
+            released = released_fn
+            suppressed = suppress_by or suppressed
+        s = self.sessions.get(rec.parent_session_id)
+        if automatic and (suppressed is not None or s is None or s.status != "active"):
+            out = err([(Conflict, "automatic continuation suppressed or session not active")])
+            out.apply_on_error = released
+            return out
+
+        def apply() -> None:
+            if released is not None:
+                released()
+            cur = self.attempts[attempt_id]
+            self._put(msgspec.structs.replace(cur, delivery_status="claimed", delivery_claim=claim))
+
+        return ok("claimed", apply)
+
+    def acknowledge(self, attempt_id: str, claim_id: str) -> Outcome:
+        rec = self.attempts.get(attempt_id)
+        if rec is None:
+            return err([(NotFound, "no such attempt")])
+        if not self.is_terminal(rec):
+            return err([(Conflict, "attempt not terminal")])
+        if rec.delivery_status == "delivered":
+            if rec.delivered_claim_id == claim_id:
+                return ok("repeat acknowledge")
+            return err([(Delivered, "delivered under another claim")])
+        if rec.delivery_status == "claimed":
+            assert rec.delivery_claim is not None
+            if rec.delivery_claim.claim_id != claim_id:
+                return err([(DeliveryClaimed, "claimed by another claim id")])
+            return ok("acknowledged", lambda: self._deliver(attempt_id, claim_id))
+        return err([(Conflict, "not claimed")])
+
+    def release(self, attempt_id: str, claim_id: str, release: DeliveryRelease) -> Outcome:
+        rec = self.attempts.get(attempt_id)
+        if rec is None:
+            return err([(NotFound, "no such attempt")])
+        if not self.is_terminal(rec):
+            return err([(Conflict, "attempt not terminal")])
+        if rec.delivery_status == "delivered":
+            return err([(Conflict, "already delivered")])
+        terminated = isinstance(release, ConsumerTerminated)
+        if rec.delivery_status == "undelivered":
+            if terminated:
+                return err([(Conflict, "ConsumerTerminated on a record that is not claimed")])
+            if claim_id in self.released_claims.get(attempt_id, set()):
+                return ok("already released")
+            return either(Conflict, "Retryable release of a claim id never issued")
+        claim = rec.delivery_claim
+        assert claim is not None
+        if claim.claim_id != claim_id:
+            return err([(Conflict, "claimed under another claim id")])
+        if isinstance(release, ConsumerTerminated):
+            if claim.continuation_run_id != release.run_id:
+                return err([(Conflict, "claim's consumer is another run")])
+            run_id = release.run_id
+            return ok("released, suppressed", lambda: self._release(attempt_id, run_id))
+        return ok("released", lambda: self._release(attempt_id, None))
+
+    def continuation_request_parts(
+        self, attempt_id: str
+    ) -> tuple[tuple[InputPart, ...], ContinuationCause, bool]:
+        """The canonical input and cause the store must derive now (and whether ambiguous)."""
+        rec = self.attempts[attempt_id]
+        content, ambiguous = self.artifact_content(rec)
+        parts = continuation_input(rec, content)
+        return parts, continuation_cause(rec, parts), ambiguous
+
+    def acquire(self, request: AcquireContinuation) -> Outcome:
+        rec = self.attempts.get(request.attempt_id)
+        if rec is None:
+            return err([(NotFound, "no such attempt")])
+        prior = self.receipts.get(request.attempt_id)
+        if rec.delivery_status == "delivered":
+            if prior is not None and prior.request == request:
+                return ok("exact retry returns the first receipt")
+            return err([(Delivered, "already delivered")])
+        reasons: list[tuple[type[StoreError], str]] = []
+        if not self.is_terminal(rec):
+            return err([(Conflict, "attempt not terminal")])
+        if rec.delivery_status == "claimed":
+            assert rec.delivery_claim is not None
+            if rec.delivery_claim.claim_id != request.claim_id:
+                reasons.append((Conflict, "claimed under another claim id"))
+        if rec.automatic_continuation_suppressed_by_run_id is not None:
+            reasons.append((Conflict, "automatic continuation suppressed"))
+        s = self.sessions.get(rec.parent_session_id)
+        if s is None or s.status != "active":
+            reasons.append((Conflict, "session not active"))
+        live = self.live_run(rec.parent_session_id)
+        if live is not None:
+            reasons.append((RunConflict, f"run {live.run_id} is live"))
+        parts, cause, ambiguous = self.continuation_request_parts(request.attempt_id)
+        run = request.run
+        if not run.input or _encode(list(run.input)) != _encode(list(parts)):
+            reasons.append((Conflict, "forged or empty input"))
+        if request.cause != cause:
+            reasons.append((Conflict, "forged cause"))
+        expected_meta = {
+            "async_subagent.attempt_id": rec.attempt_id,
+            "async_subagent.agent_id": rec.agent_id,
+            "async_subagent.parent_run_id": rec.parent_run_id,
+        }
+        if rec.child_run_id is not None:
+            expected_meta["async_subagent.child_run_id"] = rec.child_run_id
+        if (
+            run.session_id != rec.parent_session_id
+            or run.parent_run_id != rec.parent_run_id
+            or run.trigger_type != ASYNC_SUBAGENT_RESULT
+            or run.profile != rec.profile
+            or run.metadata != expected_meta
+            or run.trace_context != rec.trace_context
+        ):
+            reasons.append((Conflict, "run causal fields differ from the record"))
+        if request.expected_head_run_id is not None:
+            runs = self.session_runs(rec.parent_session_id)
+            head = runs[-1].run_id if runs else None
+            if request.expected_head_run_id != head:
+                reasons.append((Conflict, f"stale head (head is {head})"))
+        if (run.session_id, run.run_id) in self.runs:
+            reasons.append((StoreError, "run id already used"))
+        if request.claim_deadline <= self.now():
+            reasons.append((Conflict, "claim deadline not after now"))
+        if reasons:
+            out = err(reasons)
+            if ambiguous:
+                out.ok_allowed = True
+            return out
+
+        def apply() -> None:
+            self._add_run(run)
+            self.receipts[request.attempt_id] = ModelReceipt(request, cause, run.run_id, parts)
+            self.canonical_inputs[request.attempt_id] = _encode(list(parts))
+            cur = self.attempts[request.attempt_id]
+            self._put(
+                msgspec.structs.replace(
+                    cur,
+                    delivery_status="delivered",
+                    delivered_claim_id=request.claim_id,
+                    continuation_run_id=run.run_id,
+                    automatic_continuation_suppressed_by_run_id=None,
+                )
+            )
+
+        if ambiguous:
+            return either(Conflict, "artifact expired by time, retention not yet run", apply)
+        return ok("continuation admitted", apply)
+
+    # -- maintenance ------------------------------------------------------------------------
+
+    def reconcile_plan(self, namespace_id: str) -> tuple[set[str], set[str], dict[str, str]]:
+        """(attempts whose lease expired, attempts whose claim changes, claim fates)."""
+        lost: set[str] = set()
+        claims: dict[str, str] = {}
+        for a in self.attempts.values():
+            if a.namespace_id != namespace_id:
+                continue
+            if not self.is_terminal(a):
+                if not self.lease_live(a):
+                    lost.add(a.attempt_id)
+                continue
+            claim = a.delivery_claim
+            if (
+                a.delivery_status == "claimed"
+                and claim is not None
+                and claim.deadline <= self.now()
+            ):
+                fate, _ = self._expired_claim_fate(a, claim)
+                if fate != "keep":
+                    claims[a.attempt_id] = fate
+        return lost, set(claims), claims
+
+    def apply_claim_fate(self, attempt_id: str) -> None:
+        rec = self.attempts[attempt_id]
+        claim = rec.delivery_claim
+        assert claim is not None
+        fate, suppress_by = self._expired_claim_fate(rec, claim)
+        if fate == "acknowledge":
+            self._deliver(attempt_id, claim.claim_id)
+        elif fate == "release":
+            self._release(attempt_id, suppress_by)
+
+    def expirable(self, namespace_id: str) -> set[str]:
+        now = self.now()
+        return {
+            a.attempt_id
+            for a in self.attempts.values()
+            if a.namespace_id == namespace_id
+            and self.is_terminal(a)
+            and a.retention_status != "expired"
+            and a.retention_expires_at is not None
+            and a.retention_expires_at <= now
+        }
+
+    def apply_expiry(self, attempt_id: str) -> None:
+        rec = self.attempts[attempt_id]
+        ref = rec.result_ref or ResultRef()
+        if ref.artifact_ref is not None and ref.artifact_ref in self.artifacts:
+            self.artifacts[ref.artifact_ref].deleted = True
+        self._put(
+            msgspec.structs.replace(
+                rec,
+                retention_status="expired",
+                result_ref=ResultRef(digest=ref.digest, size_bytes=ref.size_bytes),
+            )
+        )

@@ -1,0 +1,197 @@
+"""Run the conformance suite: every machine against every store, with a summary.
+
+``python -m properties`` calls :func:`main`. Each (machine, store) pair runs
+with :func:`hypothesis.stateful.run_state_machine_as_test` under the chosen
+profile; progress is printed as each pair finishes. A failing pair shows the
+contract violation and the shrunk reproduction Hypothesis reports (captured
+from its reporter), and the process exits non-zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TextIO
+
+from hypothesis import settings
+from hypothesis.reporting import with_reporter
+from hypothesis.stateful import run_state_machine_as_test
+
+from ._delivery import delivery_machine
+from ._factories import BUILTIN_FACTORIES, StoreFactory, resolve_factory
+from ._fencing import fencing_machine
+from ._harness import ContractMachine
+from ._profiles import PROFILES, load_profile, profile_settings
+from ._reference import DECISIONS
+from ._replay import replay_machine
+from ._retention import retention_machine
+
+MachineBuilder = Callable[[StoreFactory], type[ContractMachine]]
+
+MACHINES: dict[str, MachineBuilder] = {
+    "fencing": fencing_machine,
+    "replay": replay_machine,
+    "delivery": delivery_machine,
+    "retention": retention_machine,
+}
+"""Every property machine by name, each a function of a store factory."""
+
+
+@dataclass
+class RunResult:
+    """The outcome of one machine against one store."""
+
+    machine: str
+    store: str
+    examples: int = 0
+    steps: int = 0
+    invariants: int = 0
+    operations: int = 0
+    refusals: int = 0
+    seconds: float = 0.0
+    failure: str | None = None
+    reproduction: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+
+def run_machine(
+    name: str, factory: StoreFactory, hypothesis_settings: settings | None = None
+) -> RunResult:
+    """Run machine ``name`` against ``factory``; never raises for a failing store."""
+    cls = MACHINES[name](factory)
+    result = RunResult(machine=name, store=factory.name)
+    report: list[str] = []
+    started = time.monotonic()
+    try:
+        with with_reporter(lambda value: report.append(str(value))):
+            run_state_machine_as_test(cls, settings=hypothesis_settings or profile_settings())
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:
+        result.failure = _describe(exc)
+    result.seconds = time.monotonic() - started
+    stats = cls.stats
+    result.examples = stats.examples
+    result.steps = stats.steps
+    result.invariants = stats.invariants
+    result.operations = stats.operations
+    result.refusals = stats.refusals
+    result.reproduction = [line for line in report if line.strip()]
+    return result
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup):
+        return "\n".join(_describe(e) for e in exc.exceptions)
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _line(r: RunResult) -> str:
+    status = "ok  " if r.ok else "FAIL"
+    return (
+        f"  {r.machine:<10} x {r.store:<28} {status} {r.examples:>5} examples "
+        f"{r.steps:>6} steps {r.operations:>7} ops {r.invariants:>8} invariant checks "
+        f"{r.seconds:>6.1f}s"
+    )
+
+
+def run_suite(
+    machines: Sequence[str],
+    factories: Sequence[StoreFactory],
+    *,
+    profile: str = "ci",
+    out: TextIO = sys.stdout,
+) -> list[RunResult]:
+    """Run every machine against every factory, printing progress to ``out``."""
+    load_profile(profile)
+    hyp = profile_settings(profile)
+    print(
+        f"properties: profile {profile} ({hyp.max_examples} examples x "
+        f"{hyp.stateful_step_count} steps), stores {', '.join(f.name for f in factories)}, "
+        f"machines {', '.join(machines)}",
+        file=out,
+        flush=True,
+    )
+    results = []
+    for name in machines:
+        for factory in factories:
+            r = run_machine(name, factory, hyp)
+            results.append(r)
+            print(_line(r), file=out, flush=True)
+    return results
+
+
+def summarize(results: Sequence[RunResult], seconds: float, out: TextIO = sys.stdout) -> None:
+    failed = [r for r in results if not r.ok]
+    machines = sorted({r.machine for r in results})
+    stores = sorted({r.store for r in results})
+    print(
+        f"\nSummary: {len(results)} runs ({len(machines)} machines x {len(stores)} stores), "
+        f"{sum(r.examples for r in results)} examples, {sum(r.steps for r in results)} steps, "
+        f"{sum(r.operations for r in results)} store operations "
+        f"({sum(r.refusals for r in results)} predicted refusals), "
+        f"{sum(r.invariants for r in results)} invariant checks, "
+        f"{len(failed)} failures, {seconds:.1f}s",
+        file=out,
+    )
+    for r in failed:
+        print(f"\nFAILURE {r.machine} x {r.store}:\n{r.failure}", file=out)
+        if r.reproduction:
+            print("Shrunk reproduction (as Hypothesis reports it):", file=out)
+            for line in r.reproduction:
+                print("    " + line.replace("\n", "\n    "), file=out)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m properties",
+        description="Hypothesis conformance suite for SessionStore implementations.",
+    )
+    parser.add_argument(
+        "--store",
+        action="append",
+        help="memory | lmdb | lmdb-reopen | all | module:factory (repeatable; default all)",
+    )
+    parser.add_argument("--profile", choices=sorted(PROFILES), default="ci")
+    parser.add_argument(
+        "--machine",
+        action="append",
+        choices=[*MACHINES, "all"],
+        help="machine to run (repeatable; default all)",
+    )
+    parser.add_argument(
+        "--decisions", action="store_true", help="print the model's reading of open contract points"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
+    """Entry point of ``python -m properties``; returns the exit code."""
+    args = parse_args(argv)
+    if args.decisions:
+        for decision in DECISIONS:
+            print(f"- {decision}", file=out)
+        return 0
+    stores: list[str] = args.store or ["all"]
+    factories: list[StoreFactory] = []
+    for spec in stores:
+        if spec == "all":
+            factories.extend(BUILTIN_FACTORIES.values())
+        else:
+            try:
+                factories.append(resolve_factory(spec))
+            except (ValueError, ImportError, AttributeError) as exc:
+                print(f"error: --store {spec}: {exc}", file=sys.stderr)
+                return 2
+    chosen: list[str] = args.machine or ["all"]
+    machines = list(MACHINES) if "all" in chosen else list(dict.fromkeys(chosen))
+    started = time.monotonic()
+    results = run_suite(machines, factories, profile=args.profile, out=out)
+    summarize(results, time.monotonic() - started, out)
+    return 0 if all(r.ok for r in results) else 1
