@@ -1091,6 +1091,11 @@ def test_corrupted_record_bytes_give_corrupt_record_and_lose_nothing_committed(
     assert info.value.fields.get("table") == table
     with pytest.raises(CorruptRecord):
         store.claim_delivery(ATTEMPT, claim(clock, "claim-1"))
+    with pytest.raises(CorruptRecord):
+        store.commit_terminal(terminal(victim, clock))
+    # Failing closed means leaving the bad bytes alone, not repairing them.
+    raw = _kernel(store)._backend.read(lambda t: t.get(table, key))
+    assert raw == b"\xc1garbage"
     # Everything else committed is still there and still works.
     assert store.load_attempt("subattempt_other") == other
     assert store.load_session(SESSION).status == SessionStatus.ACTIVE
