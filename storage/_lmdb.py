@@ -56,6 +56,11 @@ DEFAULT_MAX_READERS = 126
 # longer means a transaction is stuck, and we must not remap under it).
 _QUIESCE_TIMEOUT = 10.0
 
+# How long a batch leader waits for the writers of the previous batch to queue
+# again (it is woken as each one does). Below one fsync, so waiting costs less
+# than the commit it saves; paid only when concurrency just dropped.
+_GATHER_SECONDS = 0.0005
+
 # lmdb errors that mean "try again": nothing was written and the cause is
 # transient (reader table full, another process resized the map, a lock
 # contended, a reader slot invalidated by a fork).
@@ -283,6 +288,8 @@ class _Env:
         # Notified whenever a write queues (lets tests and diagnostics wait for it).
         self.enqueued = threading.Condition(self.mu)
         self.busy = False
+        # How many writes the last commit held: > 1 means writers are concurrent.
+        self.last_batch = 1
         self.queue: collections.deque[_Pending[Any]] = collections.deque()
 
     # -- tables ---------------------------------------------------------------------------
@@ -352,13 +359,21 @@ class _Env:
                 self.enqueued.notify_all()
             else:
                 self.busy = True
+                if self.last_batch > 1:
+                    # Writers were concurrent a moment ago: lead a batch and
+                    # let them join it, instead of committing alone first.
+                    pending = _Pending(fn, dbs)
+                    pending.promoted = True
+                    self.queue.append(pending)
         if pending is None:
             # Uncontended: run on the caller's thread, no hand-off.
             try:
                 return self._solo(fn, dbs)
             finally:
+                self.last_batch = 1
                 self._hand_off()
-        pending.done.wait()
+        if not pending.promoted:
+            pending.done.wait()
         if pending.promoted:
             self._lead_batch(pending)
         if pending.error is not None:
@@ -386,10 +401,22 @@ class _Env:
                 self.idle.notify_all()
 
     def _lead_batch(self, leader: _Pending[Any]) -> None:
-        """Run every queued write (the leader's included) and answer each caller."""
+        """Run every queued write (the leader's included) and answer each caller.
+
+        Callers answered by the previous batch are usually about to write
+        again; wait (at most ``_GATHER_SECONDS``, woken as each one queues)
+        until as many are queued as the previous batch held, so a steady
+        stream of N concurrent writers shares one commit instead of
+        alternating between one alone and N-1 together. A lone writer never
+        waits: the previous batch held only itself.
+        """
         with self.mu:
+            want = self.last_batch
+            if want > 1 and len(self.queue) < want:
+                self.enqueued.wait_for(lambda: len(self.queue) >= want, _GATHER_SECONDS)
             batch = list(self.queue)
             self.queue.clear()
+            self.last_batch = len(batch)
         try:
             if len(batch) == 1:
                 try:

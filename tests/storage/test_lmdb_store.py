@@ -456,6 +456,22 @@ def test_an_uncontended_write_runs_on_the_callers_own_thread(opened: Opened) -> 
     assert backend.write(lambda txn: threading.get_ident()) == threading.get_ident()
 
 
+def test_after_a_batch_a_lone_writer_gets_the_uncontended_path_back(opened: Opened) -> None:
+    backend = opened.backend()
+    batch = Batch(backend)
+    batch.hold()
+    batch.queue({"a": _put(b"a"), "b": _put(b"b")})
+    batch.finish()
+    assert backend._entry.last_batch == 2
+
+    # The next lone write leads a batch of one (it waited for company that
+    # never came); after it the writer is back on the uncontended path.
+    assert backend.write(_put(b"lone")) == b"lone"
+    assert backend._entry.last_batch == 1
+    assert backend.write(lambda txn: threading.get_ident()) == threading.get_ident()
+    assert _keys(backend) == [b"a", b"b", b"holder", b"lone"]
+
+
 def test_many_threads_writing_at_once_are_all_answered_and_all_committed(
     opened: Opened,
 ) -> None:
