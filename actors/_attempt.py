@@ -45,6 +45,7 @@ from storage import (
     Artifact,
     ArtifactLimits,
     AttemptRecord,
+    InvalidRecord,
     NotFound,
     QuotaExceeded,
     ResultRef,
@@ -61,6 +62,7 @@ from ._messages import (
     Abort,
     AttemptLost,
     AttemptTerminal,
+    AttemptUpdated,
     Cancel,
     ChildFinished,
     Describe,
@@ -142,6 +144,7 @@ class AttemptActor(pykka.ThreadingActor):
         self.context_delta: Any = None
         self.usage: dict[str, Any] = {}
         self.heartbeat_in_flight = False
+        self.fallback = False
         self.thread: threading.Thread | None = None
 
     # -- pykka hooks -------------------------------------------------------------------------
@@ -566,6 +569,7 @@ class AttemptActor(pykka.ThreadingActor):
     def _write_execution(self, record: AttemptRecord) -> None:
         stored = self.rt.store.update_attempt_execution(record)
         self.record = stored
+        self.supervisor.tell(AttemptUpdated(record=stored))
 
     def _persist_terminal(self) -> None:
         assert self.decision is not None
@@ -611,14 +615,16 @@ class AttemptActor(pykka.ThreadingActor):
             output = decision.output or ""
             size = len(output.encode("utf-8"))
             digest = result_digest(output)
-            if size > limits.max_artifact_bytes:
+            if size <= limits.inline_preview_bytes:
+                ref = ResultRef(content=output, digest=digest, size_bytes=size)
+            elif size > limits.max_artifact_bytes:
                 status = ExecutionStatus.FAILED
                 failure_category = EXECUTION_ERROR
                 error = (
                     f"Background subagent output of {size} bytes exceeds the artifact "
                     f"limit of {limits.max_artifact_bytes} bytes"
                 )
-            elif size > limits.inline_preview_bytes:
+            else:
                 artifact_ref = f"artifact_{self.attempt_id}"
                 artifact = Artifact(
                     artifact_ref=artifact_ref,
@@ -641,14 +647,15 @@ class AttemptActor(pykka.ThreadingActor):
                     digest=digest,
                     size_bytes=size,
                 )
-            else:
-                ref = ResultRef(content=output, digest=digest, size_bytes=size)
         if status != ExecutionStatus.COMPLETED:
-            text = error or f"Background subagent ended with status {status}"
+            # Error text is stored inline in full, so it is bounded first and the
+            # digest covers exactly what is stored.
+            text = truncate_utf8(
+                error or f"Background subagent ended with status {status}",
+                limits.inline_preview_bytes,
+            )
             ref = ResultRef(
-                error=truncate_utf8(text, limits.inline_preview_bytes),
-                digest=result_digest(None, text),
-                size_bytes=len(text.encode("utf-8")),
+                error=text, digest=result_digest(None, text), size_bytes=len(text.encode("utf-8"))
             )
         record = msgspec.structs.replace(
             self.record,
@@ -684,7 +691,20 @@ class AttemptActor(pykka.ThreadingActor):
                 self.pending = None
                 return "retry"
         self._confirm_owner(exc)
-        return "done" if self.terminal else "retry"
+        if self.terminal:
+            return "done"
+        if kind == "terminal" and isinstance(exc, InvalidRecord) and not self.fallback:
+            # Still ours, yet the store refuses this projection: it would refuse every
+            # retry too. Commit minimal failed evidence instead of hanging the attempt.
+            log.error("attempt %s: terminal commit refused (%s); failing it", self.attempt_id, exc)
+            self.fallback = True
+            self.decision = _Decision(
+                status=ExecutionStatus.FAILED,
+                error="Background subagent result could not be recorded",
+                failure_category=EXECUTION_ERROR,
+            )
+            self.pending = None
+        return "retry"
 
     def _confirm_owner(self, cause: BaseException) -> None:
         """Load the record and decide: still ours (keep going), ours and terminal

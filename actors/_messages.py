@@ -122,6 +122,13 @@ class AttemptTerminal:
 
 
 @dataclass(frozen=True, slots=True)
+class AttemptUpdated:
+    """A non-terminal change of the attempt was persisted (the supervisor's cached view)."""
+
+    record: AttemptRecord
+
+
+@dataclass(frozen=True, slots=True)
 class AttemptLost:
     """Owner loss was confirmed; the attempt actor abandoned its local state."""
 

@@ -35,7 +35,6 @@ from statemachines import derive_phase, is_active_execution
 from storage import (
     AttemptRecord,
     Clock,
-    Failed,
     IdSource,
     MemorySessionStore,
     NotFound,
@@ -57,10 +56,10 @@ from ._messages import (
     Abort,
     AttemptLost,
     AttemptTerminal,
+    AttemptUpdated,
     Call,
     Cancel,
     DelegateRequest,
-    Describe,
     Reply,
     Start,
     Steer,
@@ -189,6 +188,10 @@ class SupervisorActor(pykka.ThreadingActor):
             self._on_terminal(message)
         elif isinstance(message, AttemptLost):
             self._on_lost(message)
+        elif isinstance(message, AttemptUpdated):
+            entry = self.entries.get(message.record.attempt_id)
+            if entry is not None and entry.state == "active":
+                entry.record = message.record
         return None
 
     # -- admission ---------------------------------------------------------------------------
@@ -383,11 +386,9 @@ class SupervisorActor(pykka.ThreadingActor):
         resolve(reply, (entry.state, entry.record, done))
 
     def describe(self, attempt_id: str, reply: Reply) -> None:
-        entry = self._entry(attempt_id)
-        if entry.state == "active" and entry.ref is not None:
-            entry.ref.tell(Describe(reply=reply))
-        else:
-            resolve(reply, entry.record)
+        """The last persisted projection this supervisor saw (never asks the attempt:
+        its mailbox may be busy in a slow store call)."""
+        resolve(reply, self._entry(attempt_id).record)
 
     def snapshot(self, reply: Reply) -> None:
         resolve(
@@ -902,18 +903,7 @@ class BackgroundSubagentSupervisor:
     def info_sync(self) -> InfoResult:
         """``{active: [...], retained: [...]}``: live attempts and undelivered results."""
         entries = self._call("snapshot").result()
-        refs = [(record, ref) for state, record, ref in entries if state == "active"]
-        active: list[AttemptSummary] = []
-        for record, ref in refs:
-            current = record
-            if ref is not None:
-                reply: Reply = concurrent.futures.Future()
-                try:
-                    ref.tell(Describe(reply=reply))
-                    current = reply.result(timeout=5.0)
-                except (pykka.ActorDeadError, concurrent.futures.TimeoutError):
-                    current = record
-            active.append(_summary(current))
+        active = [_summary(record) for state, record, _ in entries if state == "active"]
         try:
             pending = self.store.list_pending_attempts(self.namespace_id, self.session_id)
         except StoreError as exc:
@@ -992,7 +982,6 @@ class BackgroundSubagentSupervisor:
             ref = self._ref
             if ref is None:
                 self._closed = True
-                self._close_store()
                 return
 
         def remaining() -> float:
@@ -1062,16 +1051,10 @@ class BackgroundSubagentSupervisor:
         with self._lock:
             self._closed = True
             self._ref = None
-        self._close_store()
         if not stopped:
             raise BackgroundSubagentError.ShutdownDeadline(
                 "shutdown deadline: some threads are still ending", unfinished=[]
             )
-
-    def _close_store(self) -> None:
-        if self._own_store:
-            with contextlib.suppress(Failed):
-                self.store.close()
 
     def shutdown(self, timeout: float | None = None) -> None:
         """Best-effort compatibility helper: a checked shutdown whose deadline

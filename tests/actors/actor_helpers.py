@@ -78,6 +78,7 @@ class Fault:
         self.error = error
         self.mode = mode
         self.release = threading.Event()
+        self.entered = threading.Event()
 
 
 class FaultyStore(SessionStore):
@@ -141,6 +142,7 @@ class FaultyStore(SessionStore):
         if fault is None:
             return getattr(self.inner, op)(*args, **kwargs)
         if fault.mode == "block":
+            fault.entered.set()
             fault.release.wait(10)
             return getattr(self.inner, op)(*args, **kwargs)
         if fault.mode == "lost":
@@ -166,3 +168,27 @@ def _delegating(op: str) -> Callable[..., Any]:
 for _op in sorted(SessionStore.__abstractmethods__):
     setattr(FaultyStore, _op, _delegating(_op))
 FaultyStore.__abstractmethods__ = frozenset()
+
+
+class Collector:
+    """A completion callback that records every result it is given (thread-safe)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.results: list[Any] = []
+        self.event = threading.Event()
+
+    def __call__(self, result: Any) -> None:
+        with self.lock:
+            self.results.append(result)
+        self.event.set()
+
+    def for_attempt(self, attempt_id: str) -> list[Any]:
+        with self.lock:
+            return [r for r in self.results if r.attempt_id == attempt_id]
+
+
+def wait_terminal(supervisor: BackgroundSubagentSupervisor, attempt_id: str) -> str:
+    """Block until the attempt's terminal state (or loss) is visible, without claiming it."""
+    done = supervisor._call("watch", attempt_id).result(timeout=10)[2]
+    return str(done.result(timeout=10))

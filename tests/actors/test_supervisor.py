@@ -8,10 +8,17 @@ import threading
 from typing import Any
 
 import pytest
-from actor_helpers import FAST, Gate, SupervisorFactory, our_actors, our_threads
+from actor_helpers import (
+    FAST,
+    Collector,
+    Gate,
+    SupervisorFactory,
+    our_actors,
+    our_threads,
+    wait_terminal,
+)
 
 from actors import (
-    BackgroundResult,
     BackgroundSubagentError,
     BackgroundSubagentSupervisor,
     ChildControl,
@@ -35,20 +42,6 @@ def echo_runner(gates: dict[str, Gate] | None = None) -> Any:
         )
 
     return run
-
-
-class Collector:
-    """A completion callback that records every result it is given."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.results: list[BackgroundResult] = []
-        self.event = threading.Event()
-
-    def __call__(self, result: BackgroundResult) -> None:
-        with self.lock:
-            self.results.append(result)
-        self.event.set()
 
 
 def test_generated_ids_follow_the_spec_formats(make_supervisor: SupervisorFactory) -> None:
@@ -146,7 +139,7 @@ def test_undelivered_results_apply_backpressure_until_delivered(
     ids = [supervisor.delegate_sync("research", p).attempt_id for p in ("a", "b")]
     for attempt_id in ids:
         # Not claiming: a zero wait on a terminal attempt would deliver it, so watch info.
-        _wait_retained(supervisor, attempt_id)
+        wait_terminal(supervisor, attempt_id)
     with pytest.raises(BackgroundSubagentError.QuotaExceeded) as refused:
         supervisor.delegate_sync("research", "c")
     assert refused.value.undelivered == 2
@@ -154,11 +147,6 @@ def test_undelivered_results_apply_backpressure_until_delivered(
     assert sorted(r.output or "" for r in delivered) == ["research:a", "research:b"]
     assert collector.results == []
     assert supervisor.delegate_sync("research", "c").status == "accepted"
-
-
-def _wait_retained(supervisor: BackgroundSubagentSupervisor, attempt_id: str) -> None:
-    done = supervisor._call("watch", attempt_id).result()[2]
-    assert done.result(timeout=10) == "terminal"
 
 
 def test_steering_is_idempotent_and_bounded(make_supervisor: SupervisorFactory) -> None:
@@ -249,8 +237,10 @@ def test_a_child_that_ignores_cancellation_is_aborted_after_the_grace(
     make_supervisor: SupervisorFactory,
 ) -> None:
     aborted = threading.Event()
+    started = threading.Event()
 
     async def stubborn(request: ChildRequest, control: ChildControl) -> ChildOutcome:
+        started.set()
         try:
             await asyncio.Event().wait()
         except asyncio.CancelledError:
@@ -260,6 +250,7 @@ def test_a_child_that_ignores_cancellation_is_aborted_after_the_grace(
 
     supervisor = make_supervisor(runner=stubborn)
     attempt = supervisor.delegate_sync("research", "p").attempt_id
+    assert started.wait(10)
     supervisor.cancel_sync(attempt, "stop")
     waited = supervisor.wait_sync(attempt, 10)
     assert aborted.is_set()
@@ -337,7 +328,7 @@ def test_info_lists_active_attempts_and_retained_results(
     supervisor = make_supervisor(runner=echo_runner({"slow": gate}))
     slow = supervisor.delegate_sync("research", "slow").attempt_id
     fast = supervisor.delegate_sync("research", "fast").attempt_id
-    _wait_retained(supervisor, fast)
+    wait_terminal(supervisor, fast)
     info = supervisor.info_sync()
     assert [a.attempt_id for a in info.active] == [slow]
     assert [a.attempt_id for a in info.retained] == [fast]
@@ -361,7 +352,7 @@ def test_an_oversized_output_is_committed_as_an_artifact_with_a_bounded_preview(
     )
     supervisor = make_supervisor(runner=run, limits=limits)
     attempt = supervisor.delegate_sync("research", "p").attempt_id
-    _wait_retained(supervisor, attempt)
+    wait_terminal(supervisor, attempt)
     record = supervisor.store.load_attempt(attempt)
     ref = record.result_ref
     assert ref is not None and record.retention_status == "artifact"
