@@ -42,7 +42,7 @@ import lmdb
 
 from ._backend import Txn
 from ._clock import Clock
-from ._errors import Failed, RetryableStorage, StorageFull, StoreError
+from ._errors import CorruptRecord, Failed, RetryableStorage, StorageFull, StoreError
 from ._kernel import KernelStore
 
 T = TypeVar("T")
@@ -73,6 +73,14 @@ _TRANSIENT: tuple[type[BaseException], ...] = (
 )
 
 
+# lmdb errors that mean the files on disk are damaged or not LMDB at all.
+_CORRUPT: tuple[type[BaseException], ...] = (
+    lmdb.CorruptedError,
+    lmdb.InvalidError,
+    lmdb.PageNotFoundError,
+)
+
+
 def _map_error(exc: BaseException, *, op: str, path: str, **fields: Any) -> StoreError:
     """Map a lower-layer error (lmdb, OS) to the storage error tree."""
     if isinstance(exc, StoreError):
@@ -81,6 +89,13 @@ def _map_error(exc: BaseException, *, op: str, path: str, **fields: Any) -> Stor
     if isinstance(exc, lmdb.MapFullError | lmdb.TxnFullError):
         return StorageFull(
             f"LMDB {op}: no room in the map; nothing was written",
+            path=path,
+            cause=detail,
+            **fields,
+        )
+    if isinstance(exc, _CORRUPT):
+        return CorruptRecord(
+            f"LMDB {op}: the environment's files are not a valid LMDB database",
             path=path,
             cause=detail,
             **fields,
@@ -787,8 +802,13 @@ class LmdbBackend:
             )
         self.tables: Sequence[str] = tuple(tables)
         self.sync = sync
-        os.makedirs(path, exist_ok=True)
-        self.path = os.path.realpath(path)
+        try:
+            os.makedirs(path, exist_ok=True)
+            self.path = os.path.realpath(path)
+        except OSError as exc:
+            raise Failed(
+                "cannot create the LMDB directory", path=str(path), cause=repr(exc)
+            ) from exc
         self._closed = False
         with _registry_lock:
             entry = _registry.get(self.path)
@@ -806,7 +826,7 @@ class LmdbBackend:
                         max_readers=max_readers,
                         max_dbs=max_dbs if max_dbs is not None else len(self.tables) + 8,
                     )
-                except lmdb.Error as exc:
+                except (lmdb.Error, OSError) as exc:
                     raise _map_error(exc, op="open", path=self.path) from exc
                 _registry[self.path] = entry
             elif entry.sync != sync:

@@ -337,6 +337,15 @@ def test_corrupted_record_bytes_fail_closed_and_other_records_still_load(
     assert opened.store().load_attempt("subattempt_good") == good
 
 
+def test_a_data_file_that_is_not_lmdb_fails_closed_on_open(opened: Opened) -> None:
+    opened.path.mkdir()
+    (opened.path / "data.mdb").write_bytes(b"\x5a" * 65536)
+    with pytest.raises(CorruptRecord) as raised:
+        opened.backend()
+    assert raised.value.fields["path"] == str(opened.path.resolve())
+    assert str(opened.path.resolve()) not in _registry
+
+
 # -- the batching writer -------------------------------------------------------------------------
 
 
