@@ -162,33 +162,51 @@ def time_from_key(data: bytes) -> float:
 
 _SEQ = struct.Struct(">Q")
 
-# Kinds of entry in the one ``index`` table. Keeping every index in one LMDB
-# database means a commit copies one tree root instead of one per index: each
-# named database a transaction touches costs pages in the fsync.
-AGENT = b"G"
+# Kinds of index entry. The ``attempts`` table holds the attempt records *and* every
+# attempt index, the ``runs`` table the run records and the run indexes: on
+# LMDB each named database a commit touches costs its own copied tree path in
+# the fsync, so an operation should touch as few trees as it can.
+# Index kinds start with NUL, which no id may contain: records keep the plain id
+# as their key and every index entry sorts before every record.
+INDEX = b"\x00"
+AGENT = INDEX + b"G"
 """``G ns\\0session\\0agent_id -> attempt_id``: the one non-terminal attempt of an agent."""
-PENDING = b"P"
+PENDING = INDEX + b"P"
 """``P ns\\0session\\0attempt_id``: terminal, not yet delivered."""
-CLAIM = b"C"
+CLAIM = INDEX + b"C"
 """``C ns\\0attempt_id -> time_key(deadline)``: claimed results."""
-RETAIN = b"R"
+RETAIN = INDEX + b"R"
 """``R ns\\0 time_key(deadline) \\0 attempt_id``: results not yet expired, by deadline."""
-QUOTA = b"Q"
+QUOTA = INDEX + b"Q"
 """``Q ns\\0 time_key(expires_at) \\0 artifact_ref -> size``: retained artifacts."""
-SEQ = b"S"
+SEQ = INDEX + b"S"
 """``S session\\0 sequence_no(8 bytes) -> run_id``: runs of a session in order."""
-HEAD = b"H"
+HEAD = INDEX + b"H"
 """``H session -> RunHead``: the latest run of a session."""
 
 
 def ikey(kind: bytes, *parts: str) -> bytes:
-    """The ``index`` key of one entry of ``kind``."""
+    """The key of one entry of ``kind``."""
     return kind + key(*parts)
 
 
 def iprefix(kind: bytes, *parts: str) -> bytes:
-    """The ``index`` scan prefix of every entry of ``kind`` under ``parts``."""
+    """The scan prefix of every entry of ``kind`` under ``parts``."""
     return kind + prefix(*parts)
+
+
+def attempt_key(attempt_id: str) -> bytes:
+    """The key of an attempt record (table ``attempts``)."""
+    return attempt_id.encode("utf-8")
+
+
+def run_key(session_id: str, run_id: str) -> bytes:
+    """The key of a run record (table ``runs``)."""
+    return key(session_id, run_id)
+
+
+RECORDS_START = b"\x01"
+"""Scan start that skips every index entry of a table (they start with NUL)."""
 
 
 def timed_key(kind: bytes, namespace_id: str, t: float, tail: str) -> bytes:
@@ -197,5 +215,5 @@ def timed_key(kind: bytes, namespace_id: str, t: float, tail: str) -> bytes:
 
 
 def seq_key(session_id: str, sequence_no: int) -> bytes:
-    """The ``index`` key of a session's run number ``sequence_no`` (numeric order)."""
+    """The key of a session's run number ``sequence_no`` (numeric order)."""
     return SEQ + session_id.encode("utf-8") + SEP + _SEQ.pack(sequence_no)

@@ -9,35 +9,37 @@ failure (``claim_delivery`` acknowledging a completed consumer's old claim, or
 releasing a dead consumer's claim and then refusing an automatic claim) let
 ``fn`` return the error as a value and raise it after ``write`` returned.
 
-Tables (``bytes -> bytes``; keys are NUL-joined ids, see :mod:`storage._codec`):
+Tables (``bytes -> bytes``; keys are NUL-joined UTF-8 ids, index entries start
+with NUL and a kind letter, see :mod:`storage._codec`):
 
-============== ================================================ =====================
-table          key                                              value
-============== ================================================ =====================
-sessions       session_id                                       SessionRecord
-runs           session_id, run_id                               RunRecord
-receipts       session_id, idempotency key                      RunAdmissionReceipt
-attempts       attempt_id                                       AttemptRecord
-artifacts      artifact_ref                                     Artifact
-continuations  attempt_id                                       ContinuationReceipt
-meta           ``b"schema_version"``                            version
-index          ``G`` namespace, session_id, agent_id            attempt_id (non-terminal)
-index          ``P`` namespace, session_id, attempt_id          ``b""`` (terminal, undelivered)
-index          ``C`` namespace, attempt_id                      claim deadline
-index          ``R`` namespace, deadline, attempt_id            ``b""`` (not yet expired)
-index          ``Q`` namespace, expires_at, artifact_ref        size_bytes
-index          ``S`` session_id, 8-byte sequence_no             run_id
-index          ``H`` session_id                                 RunHead (latest run)
-============== ================================================ =====================
+============= ================================================ =====================
+table         key                                              value
+============= ================================================ =====================
+sessions      session_id                                       SessionRecord
+runs          session_id, run_id                               RunRecord
+runs          ``S`` session_id, 8-byte sequence_no             run_id
+runs          ``H`` session_id                                 RunHead (latest run)
+receipts      session_id, idempotency key                      RunAdmissionReceipt
+attempts      attempt_id                                       AttemptRecord
+attempts      ``G`` namespace, session_id, agent_id            attempt_id (non-terminal)
+attempts      ``P`` namespace, session_id, attempt_id          ``b""`` (terminal, undelivered)
+attempts      ``C`` namespace, attempt_id                      claim deadline
+attempts      ``R`` namespace, deadline, attempt_id            ``b""`` (not yet expired)
+attempts      ``Q`` namespace, expires_at, artifact_ref        size_bytes
+artifacts     artifact_ref                                     Artifact
+continuations attempt_id                                       ContinuationReceipt
+meta          ``b"schema_version"``                            version
+============= ================================================ =====================
 
-Every index lives in the one ``index`` table, told apart by a one-byte kind:
-on LMDB each named database a commit touches costs its own copied tree path in
-the fsync, so a terminal commit touching three indexes pays for one tree, not
-three. The ``G`` entries are at once the one-active-attempt-per-agent rule and
-the index of non-terminal attempts. They keep each maintenance pass
-proportional to the work it has to do: reconcile reads ``G`` and ``C`` entries
-only; retention expiry reads ``R`` entries only up to now; the aggregate
-artifact quota reads ``Q`` entries from now on (unexpired artifacts only).
+Indexes share their records' table: on LMDB each named database a commit
+touches costs its own copied tree path (root, branches, leaf) in the fsync, so
+a terminal commit that rewrites the record and three index entries pays for
+one tree, not four. The ``G`` entries are at once the
+one-active-attempt-per-agent rule and the index of non-terminal attempts. The
+indexes keep each maintenance pass proportional to its work: reconcile reads
+``G`` and ``C`` entries only; retention expiry reads ``R`` entries only up to
+now; the aggregate artifact quota reads ``Q`` entries from now on (unexpired
+artifacts only).
 """
 
 from __future__ import annotations
@@ -189,7 +191,6 @@ class KernelStore(SessionStore):
         "runs",
         "receipts",
         "attempts",
-        "index",
         "artifacts",
         "continuations",
         "meta",
@@ -251,20 +252,19 @@ class KernelStore(SessionStore):
 
     @staticmethod
     def _run(txn: Txn, session_id: str, run_id: str) -> RunRecord | None:
-        k = codec.key(session_id, run_id)
+        k = codec.run_key(session_id, run_id)
         raw = txn.get("runs", k)
         return None if raw is None else codec.RUN.decode(raw, table="runs", key=k)
 
     @staticmethod
     def _head(txn: Txn, session_id: str) -> codec.RunHead | None:
-        k = codec.key(session_id)
         k = codec.ikey(codec.HEAD, session_id)
-        raw = txn.get("index", k)
-        return None if raw is None else codec.RUN_HEAD.decode(raw, table="index", key=k)
+        raw = txn.get("runs", k)
+        return None if raw is None else codec.RUN_HEAD.decode(raw, table="runs", key=k)
 
     @staticmethod
     def _attempt(txn: Txn, attempt_id: str) -> AttemptRecord:
-        k = codec.key(attempt_id)
+        k = codec.attempt_key(attempt_id)
         raw = txn.get("attempts", k)
         if raw is None:
             raise NotFound("no such attempt", attempt_id=attempt_id)
@@ -272,7 +272,7 @@ class KernelStore(SessionStore):
 
     @staticmethod
     def _put_attempt(txn: Txn, record: AttemptRecord) -> None:
-        txn.put("attempts", codec.key(record.attempt_id), codec.ATTEMPT.encode(record))
+        txn.put("attempts", codec.attempt_key(record.attempt_id), codec.ATTEMPT.encode(record))
 
     def _live_head(self, txn: Txn, session_id: str, now: float) -> RunRecord | None:
         """The session's latest run when it is live. Earlier runs cannot be: a run
@@ -285,7 +285,7 @@ class KernelStore(SessionStore):
         if run is None:
             raise CorruptRecord(
                 "session head names a missing run",
-                table="index",
+                table="runs",
                 key=codec.ikey(codec.HEAD, session_id),
             )
         return run if _run_live(run, now) else None
@@ -295,10 +295,10 @@ class KernelStore(SessionStore):
         head = self._head(txn, run.session_id)
         seq = 1 if head is None else head.sequence_no + 1
         stored = _replace(run, created_at=now, updated_at=now, sequence_no=seq)
-        txn.put("runs", codec.key(run.session_id, run.run_id), codec.RUN.encode(stored))
-        txn.put("index", codec.seq_key(run.session_id, seq), run.run_id.encode("utf-8"))
+        txn.put("runs", codec.run_key(run.session_id, run.run_id), codec.RUN.encode(stored))
+        txn.put("runs", codec.seq_key(run.session_id, seq), run.run_id.encode("utf-8"))
         txn.put(
-            "index",
+            "runs",
             codec.ikey(codec.HEAD, run.session_id),
             codec.RUN_HEAD.encode(codec.RunHead(sequence_no=seq, run_id=run.run_id)),
         )
@@ -347,12 +347,12 @@ class KernelStore(SessionStore):
         """Drop a newly terminal attempt from the active indexes; index it as pending."""
         ns, sess, aid = record.namespace_id, record.parent_session_id, record.attempt_id
         agent_key = codec.ikey(codec.AGENT, ns, sess, record.agent_id)
-        if txn.get("index", agent_key) == aid.encode("utf-8"):
-            txn.delete("index", agent_key)
-        txn.put("index", codec.ikey(codec.PENDING, ns, sess, aid), b"")
+        if txn.get("attempts", agent_key) == aid.encode("utf-8"):
+            txn.delete("attempts", agent_key)
+        txn.put("attempts", codec.ikey(codec.PENDING, ns, sess, aid), b"")
         if record.retention_expires_at is not None:
             txn.put(
-                "index", codec.timed_key(codec.RETAIN, ns, record.retention_expires_at, aid), b""
+                "attempts", codec.timed_key(codec.RETAIN, ns, record.retention_expires_at, aid), b""
             )
 
     def _deliver(
@@ -378,10 +378,10 @@ class KernelStore(SessionStore):
         )
         ns = record.namespace_id
         txn.delete(
-            "index", codec.ikey(codec.PENDING, ns, record.parent_session_id, record.attempt_id)
+            "attempts", codec.ikey(codec.PENDING, ns, record.parent_session_id, record.attempt_id)
         )
         if record.delivery_claim is not None:
-            txn.delete("index", codec.ikey(codec.CLAIM, ns, record.attempt_id))
+            txn.delete("attempts", codec.ikey(codec.CLAIM, ns, record.attempt_id))
         self._put_attempt(txn, new)
         return new
 
@@ -403,7 +403,7 @@ class KernelStore(SessionStore):
             ),
             updated_at=now,
         )
-        txn.delete("index", codec.ikey(codec.CLAIM, record.namespace_id, record.attempt_id))
+        txn.delete("attempts", codec.ikey(codec.CLAIM, record.namespace_id, record.attempt_id))
         self._put_attempt(txn, new)
         return new
 
@@ -504,7 +504,7 @@ class KernelStore(SessionStore):
             if session.status == SessionStatus.DELETING:
                 return session
             agents = codec.iprefix(codec.AGENT, session.namespace_id, session_id)
-            for _, raw_id in txn.scan("index", agents):
+            for _, raw_id in txn.scan("attempts", agents):
                 attempt_id = raw_id.decode("utf-8")
                 record = self._attempt(txn, attempt_id)
                 if record.owner_lease.lease_expires_at > now:
@@ -605,11 +605,11 @@ class KernelStore(SessionStore):
     def list_runs(self, session_id: str) -> list[RunRecord]:
         def fn(txn: Txn) -> list[RunRecord]:
             out = []
-            for k, raw in txn.scan("index", codec.iprefix(codec.SEQ, session_id)):
+            for k, raw in txn.scan("runs", codec.iprefix(codec.SEQ, session_id)):
                 run_id = raw.decode("utf-8", errors="replace")
                 run = self._run(txn, session_id, run_id)
                 if run is None:
-                    raise CorruptRecord("run index names a missing run", table="index", key=k)
+                    raise CorruptRecord("run index names a missing run", table="runs", key=k)
                 out.append(run)
             return out
 
@@ -655,7 +655,7 @@ class KernelStore(SessionStore):
                 updated_at=now,
                 output_preview=output_preview if output_preview is not None else run.output_preview,
             )
-            txn.put("runs", codec.key(session_id, run_id), codec.RUN.encode(new))
+            txn.put("runs", codec.run_key(session_id, run_id), codec.RUN.encode(new))
             return new
 
         return self.backend.write(fn)
@@ -694,7 +694,7 @@ class KernelStore(SessionStore):
                 admission_lease=_replace(lease, lease_expires_at=float(lease_expires_at)),
                 updated_at=now,
             )
-            txn.put("runs", codec.key(session_id, run_id), codec.RUN.encode(new))
+            txn.put("runs", codec.run_key(session_id, run_id), codec.RUN.encode(new))
             return new
 
         return self.backend.write(fn)
@@ -707,7 +707,7 @@ class KernelStore(SessionStore):
 
         def fn(txn: Txn) -> AttemptRecord:
             now = self.clock.now()
-            k = codec.key(record.attempt_id)
+            k = codec.attempt_key(record.attempt_id)
             raw = txn.get("attempts", k)
             if raw is not None:
                 existing = codec.ATTEMPT.decode(raw, table="attempts", key=k)
@@ -740,7 +740,7 @@ class KernelStore(SessionStore):
                 )
             ns, sess = record.namespace_id, record.parent_session_id
             agent_key = codec.ikey(codec.AGENT, ns, sess, record.agent_id)
-            holder = txn.get("index", agent_key)
+            holder = txn.get("attempts", agent_key)
             if holder is not None:
                 raise Conflict(
                     "another non-terminal attempt holds this agent_id",
@@ -749,7 +749,7 @@ class KernelStore(SessionStore):
                     holder=holder.decode("utf-8", errors="replace"),
                 )
             txn.put("attempts", k, codec.ATTEMPT.encode(record))
-            txn.put("index", agent_key, record.attempt_id.encode("utf-8"))
+            txn.put("attempts", agent_key, record.attempt_id.encode("utf-8"))
             return record
 
         return self.backend.write(fn)
@@ -962,7 +962,7 @@ class KernelStore(SessionStore):
         quota = codec.iprefix(codec.QUOTA, ns)
         start = quota + codec.time_key(now) + b"\x01"
         retained = 0
-        for _, size in txn.scan("index", quota, start):
+        for _, size in txn.scan("attempts", quota, start):
             retained += _U64.unpack(size)[0]
         if retained + artifact.size_bytes > limits.max_retained_bytes:
             raise QuotaExceeded(
@@ -975,7 +975,7 @@ class KernelStore(SessionStore):
             )
         txn.put("artifacts", ak, codec.ARTIFACT.encode(artifact))
         txn.put(
-            "index",
+            "attempts",
             codec.timed_key(codec.QUOTA, ns, artifact.expires_at, artifact.artifact_ref),
             _U64.pack(artifact.size_bytes),
         )
@@ -988,7 +988,7 @@ class KernelStore(SessionStore):
     ) -> list[AttemptRecord]:
         def fn(txn: Txn) -> list[AttemptRecord]:
             out = []
-            for k, raw in txn.scan("attempts"):
+            for k, raw in txn.scan("attempts", b"", codec.RECORDS_START):
                 record = codec.ATTEMPT.decode(raw, table="attempts", key=k)
                 if record.namespace_id == namespace_id and (
                     session_id is None or record.parent_session_id == session_id
@@ -1003,7 +1003,7 @@ class KernelStore(SessionStore):
         agents = codec.iprefix(codec.AGENT, namespace_id)
 
         def fn(txn: Txn) -> list[AttemptRecord]:
-            ids = [raw.decode("utf-8") for _, raw in txn.scan("index", agents)]
+            ids = [raw.decode("utf-8") for _, raw in txn.scan("attempts", agents)]
             return [self._attempt(txn, aid) for aid in ids]
 
         return self.backend.read(fn)
@@ -1019,7 +1019,8 @@ class KernelStore(SessionStore):
 
         def fn(txn: Txn) -> list[AttemptRecord]:
             ids = [
-                k.rsplit(codec.SEP, 1)[1].decode("utf-8") for k, _ in txn.scan("index", scan_prefix)
+                k.rsplit(codec.SEP, 1)[1].decode("utf-8")
+                for k, _ in txn.scan("attempts", scan_prefix)
             ]
             return [self._attempt(txn, aid) for aid in ids]
 
@@ -1101,7 +1102,7 @@ class KernelStore(SessionStore):
             )
             self._put_attempt(txn, new)
             txn.put(
-                "index",
+                "attempts",
                 codec.ikey(codec.CLAIM, record.namespace_id, attempt_id),
                 codec.time_key(claim.deadline),
             )
@@ -1324,7 +1325,7 @@ class KernelStore(SessionStore):
         def fn(txn: Txn) -> list[AttemptRecord]:
             now = self.clock.now()
             changed: list[AttemptRecord] = []
-            active = [raw_id for _, raw_id in txn.scan("index", agents)]
+            active = [raw_id for _, raw_id in txn.scan("attempts", agents)]
             for raw_id in active:
                 record = self._attempt(txn, raw_id.decode("utf-8"))
                 if record.owner_lease.lease_expires_at > now:
@@ -1335,7 +1336,7 @@ class KernelStore(SessionStore):
                 changed.append(lost)
             expired_claims = []
             now_key = codec.time_key(now)
-            for k, deadline in txn.scan("index", claims):
+            for k, deadline in txn.scan("attempts", claims):
                 if deadline <= now_key:
                     expired_claims.append(k[len(claims) :].decode("utf-8"))
             for attempt_id in expired_claims:
@@ -1346,7 +1347,7 @@ class KernelStore(SessionStore):
                 ):
                     raise CorruptRecord(
                         "claim index names an unclaimed attempt",
-                        table="index",
+                        table="attempts",
                         key=codec.ikey(codec.CLAIM, namespace_id, attempt_id),
                     )
                 fate, new = self._settle_expired_claim(txn, record, now)
@@ -1388,13 +1389,13 @@ class KernelStore(SessionStore):
             now = self.clock.now()
             now_key = codec.time_key(now)
             due: list[tuple[bytes, str]] = []
-            for k, _ in txn.scan("index", scan_prefix):
+            for k, _ in txn.scan("attempts", scan_prefix):
                 if len(due) >= limit or k[cut : cut + 8] > now_key:
                     break  # keys sort by deadline: nothing later is due
                 due.append((k, k[cut + 9 :].decode("utf-8")))
             changed = []
             for index_key, attempt_id in due:
-                txn.delete("index", index_key)
+                txn.delete("attempts", index_key)
                 record = self._attempt(txn, attempt_id)
                 if record.retention_status == RetentionStatus.EXPIRED:
                     continue
@@ -1421,7 +1422,7 @@ class KernelStore(SessionStore):
                 artifact = codec.ARTIFACT.decode(raw, table="artifacts", key=ak)
                 txn.delete("artifacts", ak)
                 txn.delete(
-                    "index",
+                    "attempts",
                     codec.timed_key(
                         codec.QUOTA,
                         artifact.namespace_id,

@@ -264,8 +264,8 @@ def test_terminal_commit_indexes_the_result_as_pending_and_frees_the_agent(
     store: MemorySessionStore, clock: ManualClock
 ) -> None:
     committed = _terminal_record(store, clock)
-    kinds = sorted(k[:1] for k, _ in _tables(store)["index"])
-    assert kinds == [b"H", b"P", b"R", b"S"]  # no agent entry left; pending and retained
+    kinds = sorted(k[:2] for k, _ in _tables(store)["attempts"] if k[:1] == b"\x00")
+    assert kinds == [codec.PENDING, codec.RETAIN]  # no agent entry left
     assert [r.attempt_id for r in store.list_pending_attempts(NS, SESSION)] == [
         committed.attempt_id
     ]
@@ -336,7 +336,7 @@ def test_retention_expiry_deletes_content_keeps_evidence_and_is_idempotent(
     assert store.commit_terminal(commit) == expired
     tables = _tables(store)
     assert tables["artifacts"] == []
-    assert not [k for k, _ in tables["index"] if k[:1] in (b"Q", b"R")]
+    assert not [k for k, _ in tables["attempts"] if k[:2] in (codec.QUOTA, codec.RETAIN)]
 
 
 def test_retention_expiry_honours_its_limit_in_deadline_order(
@@ -380,7 +380,7 @@ def test_claims_conflict_release_and_acknowledge(
     with pytest.raises(Delivered):
         store.claim_delivery(aid, _claim("c3", clock))
     assert store.list_pending_attempts(NS) == []
-    assert not [k for k, _ in _tables(store)["index"] if k[:1] in (b"C", b"P")]
+    assert not [k for k, _ in _tables(store)["attempts"] if k[:2] in (codec.CLAIM, codec.PENDING)]
 
 
 def test_claiming_a_non_terminal_attempt_or_with_a_past_deadline_conflicts(
@@ -652,7 +652,9 @@ def test_corrupted_bytes_fail_closed_and_lose_nothing_else(
 ) -> None:
     good = store.accept_attempt(acceptance(clock))
     bad = store.accept_attempt(acceptance(clock, "subattempt_2", "other"))
-    store.backend.write(lambda txn: txn.put("attempts", codec.key(bad.attempt_id), b"\xc1garbage"))
+    store.backend.write(
+        lambda txn: txn.put("attempts", codec.attempt_key(bad.attempt_id), b"\xc1garbage")
+    )
     with pytest.raises(CorruptRecord) as info:
         store.load_attempt(bad.attempt_id)
     assert info.value.table == "attempts"
@@ -661,7 +663,9 @@ def test_corrupted_bytes_fail_closed_and_lose_nothing_else(
     assert store.load_attempt(good.attempt_id) == good
     newer = replace(good, schema_version=storage.SCHEMA_VERSION + 1)
     store.backend.write(
-        lambda txn: txn.put("attempts", codec.key(good.attempt_id), codec.ATTEMPT.encode(newer))
+        lambda txn: txn.put(
+            "attempts", codec.attempt_key(good.attempt_id), codec.ATTEMPT.encode(newer)
+        )
     )
     with pytest.raises(CorruptRecord):
         store.load_attempt(good.attempt_id)
