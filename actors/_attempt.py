@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import inspect
 import logging
 import threading
 from collections import deque
@@ -128,7 +129,9 @@ class AttemptActor(pykka.ThreadingActor):
         self.control = ChildControl(
             attempt_id=record.attempt_id, notify=self._tell_self, loop=runtime.loop
         )
-        self.child: concurrent.futures.Future[Any] | None = None
+        self.launched = False
+        self.task: asyncio.Task[Any] | None = None  # loop thread only
+        self.abort_requested = False  # loop thread only
         self.child_done = False
         self.child_run_id: str | None = record.child_run_id
         self.ops: deque[tuple[str, Any]] = deque()
@@ -214,35 +217,60 @@ class AttemptActor(pykka.ThreadingActor):
         self._pump()
 
     def _launch_child(self) -> None:
-        if self.child is not None or self.decision is not None or self.lost:
+        if self.launched or self.decision is not None or self.lost:
             return
-
-        async def run() -> ChildOutcome:
-            return await self.runner(self.request, self.control)
-
+        self.launched = True
         try:
-            self.child = asyncio.run_coroutine_threadsafe(run(), self.rt.loop)
+            self.rt.loop.call_soon_threadsafe(self._create_task)
         except RuntimeError as exc:  # the loop is closed
+            self.child_done = True
             self._decide(
                 _Decision(
                     status=ExecutionStatus.FAILED,
-                    error=f"background child could not start: {type(exc).__name__}",
+                    error=f"Background subagent could not start: {type(exc).__name__}",
                     failure_category=EXECUTION_ERROR,
                 )
             )
-            return
-        self.child.add_done_callback(self._child_done_callback)
 
-    def _child_done_callback(self, fut: concurrent.futures.Future[Any]) -> None:
-        # Runs on the loop thread (or here, if already done): report by message only.
-        if fut.cancelled():
+    # The three methods below run on the loop thread; ``self.task`` is only touched there.
+
+    def _create_task(self) -> None:
+        if self.abort_requested:
             self._tell_self(ChildFinished(outcome=None, error=None, cancelled=True))
             return
-        exc = fut.exception()
+        try:
+            work = self.runner(self.request, self.control)
+            if not inspect.isawaitable(work):
+                raise TypeError("a child runner must be an async callable")
+            self.task = asyncio.ensure_future(work, loop=self.rt.loop)
+        except Exception as exc:  # a runner that raised before its first await
+            self._tell_self(ChildFinished(outcome=None, error=exc, cancelled=False))
+            return
+        self.task.add_done_callback(self._task_done)
+
+    def _cancel_task(self) -> None:
+        self.abort_requested = True
+        if self.task is not None:
+            self.task.cancel()
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        # Reported only once the task really ended, so "finished" means joined.
+        if task.cancelled():
+            self._tell_self(ChildFinished(outcome=None, error=None, cancelled=True))
+            return
+        exc = task.exception()
         if exc is not None:
             self._tell_self(ChildFinished(outcome=None, error=exc, cancelled=False))
         else:
-            self._tell_self(ChildFinished(outcome=fut.result(), error=None, cancelled=False))
+            self._tell_self(ChildFinished(outcome=task.result(), error=None, cancelled=False))
+
+    def _abort_task(self) -> None:
+        """Cancel the child's task (from the actor thread)."""
+        try:
+            self.rt.loop.call_soon_threadsafe(self._cancel_task)
+        except RuntimeError:
+            # The loop is closed: the task is gone with it.
+            self._tell_self(ChildFinished(outcome=None, error=None, cancelled=True))
 
     def _on_progress(self, message: ChildProgress) -> None:
         if self.decision is not None or self.lost:
@@ -324,7 +352,7 @@ class AttemptActor(pykka.ThreadingActor):
                 "supervisor shutdown" if message.shutdown else "cancelled by the parent"
             )
             self.control.request_cancel(self.cancel_reason)
-            if self.child is None or self.child_done:
+            if not self.launched or self.child_done:
                 # No worker: nothing to wait for, terminalize now.
                 self._decide(self._cancel_decision())
             elif not message.shutdown:
@@ -333,7 +361,7 @@ class AttemptActor(pykka.ThreadingActor):
                     self._abort_child()
                 else:
                     self._schedule("abort", grace)
-        elif message.shutdown and self.decision is None and (self.child is None or self.child_done):
+        elif message.shutdown and self.decision is None and (not self.launched or self.child_done):
             self._decide(self._cancel_decision())
         resolve(message.reply, self._cancel_result(cid))
         self._pump()
@@ -359,10 +387,10 @@ class AttemptActor(pykka.ThreadingActor):
         )
 
     def _abort_child(self) -> None:
-        if self.child is not None and not self.child_done:
-            self.child.cancel()
+        if self.launched and not self.child_done:
+            self._abort_task()
             self._schedule("force", max(self.rt.limits.cancellation_grace, 0.0))
-        elif self.child is None and self.decision is None and not self.lost:
+        elif not self.launched and self.decision is None and not self.lost:
             self.cancel_requested = True
             self.cancel_reason = self.cancel_reason or "supervisor shutdown"
             self.control.request_cancel(self.cancel_reason)
@@ -422,13 +450,13 @@ class AttemptActor(pykka.ThreadingActor):
         if self.decision is not None and not (force and self.pending is None):
             return
         self.decision = decision
-        if self.child is None:
+        if not self.launched:
             # The child never ran: drop queued progress, the record moves straight on.
             self.ops = deque(op for op in self.ops if op[0] == "terminal")
         if not any(op[0] == "terminal" for op in self.ops):
             self.ops.append(("terminal", None))
-        if self.child is not None and not self.child_done:
-            self.child.cancel()
+        if self.launched and not self.child_done:
+            self._abort_task()
 
     # -- timers and heartbeats ---------------------------------------------------------------
 
@@ -759,8 +787,8 @@ class AttemptActor(pykka.ThreadingActor):
         self.lost = True
         self.ops.clear()
         self.control.request_cancel("owner lease lost")
-        if self.child is not None and not self.child_done:
-            self.child.cancel()
+        if self.launched and not self.child_done:
+            self._abort_task()
         self.supervisor.tell(
             AttemptLost(
                 attempt_id=self.attempt_id,

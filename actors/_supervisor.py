@@ -570,6 +570,7 @@ class BackgroundSubagentSupervisor:
         self._delivery: WorkerPool | None = None
         self._runtime: Runtime | None = None
         self._ref: pykka.ActorRef[Any] | None = None
+        self._shutdown_threads: list[threading.Thread] = []
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "started" if self._started else "idle"
@@ -961,16 +962,26 @@ class BackgroundSubagentSupervisor:
         the shutdown goes on and a later call serializes behind it.
         """
         done: Reply = concurrent.futures.Future()
+        with self._lock:
+            earlier = list(self._shutdown_threads)
 
         def main() -> None:
             try:
                 self.shutdown_checked_sync(timeout)
             except BaseException as exc:
-                resolve(done, error=exc)
+                error: BaseException | None = exc
             else:
-                resolve(done, None)
+                error = None
+            # Calls whose awaiting coroutine was cancelled end right after this one
+            # released the lock; join them so no shutdown thread outlives this call.
+            for thread in earlier:
+                thread.join(1.0)
+            resolve(done, None, error)
 
         thread = threading.Thread(target=main, name="subagents-shutdown", daemon=False)
+        with self._lock:
+            self._shutdown_threads = [t for t in self._shutdown_threads if t.is_alive()]
+            self._shutdown_threads.append(thread)
         thread.start()
         await asyncio.shield(asyncio.wrap_future(done))
         thread.join(1.0)  # it resolved ``done`` as its last step
