@@ -12,9 +12,18 @@ from ._context import AgentContextHandle as AgentContextHandle
 from ._deps import Dependencies as Dependencies
 from ._errors import AgentConfigError as AgentConfigError
 from ._errors import AgentError as AgentError
+from ._errors import ContentRefused as ContentRefused
+from ._errors import MissingApiKey as MissingApiKey
 from ._errors import MissingSubagent as MissingSubagent
 from ._errors import ModelError as ModelError
 from ._errors import PayloadError as PayloadError
+from ._errors import ProviderAuthenticationError as ProviderAuthenticationError
+from ._errors import ProviderConnectionError as ProviderConnectionError
+from ._errors import ProviderError as ProviderError
+from ._errors import ProviderNotInstalled as ProviderNotInstalled
+from ._errors import ProviderRateLimited as ProviderRateLimited
+from ._errors import ProviderServerError as ProviderServerError
+from ._errors import ProviderTimeout as ProviderTimeout
 from ._errors import RecursiveSubagentDelegation as RecursiveSubagentDelegation
 from ._errors import SubagentError as SubagentError
 from ._errors import SubagentHookError as SubagentHookError
@@ -51,10 +60,19 @@ from ._models import SystemPromptPart as SystemPromptPart
 from ._models import TestModel as TestModel
 from ._models import TextDelta as TextDelta
 from ._models import TextPart as TextPart
+from ._models import ToolCallDelta as ToolCallDelta
 from ._models import ToolCallPart as ToolCallPart
 from ._models import ToolDefinition as ToolDefinition
 from ._models import ToolReturnPart as ToolReturnPart
 from ._models import UserPromptPart as UserPromptPart
+from ._providers import AnthropicModel as AnthropicModel
+from ._providers import ModelSettings as ModelSettings
+from ._providers import OpenAIChatModel as OpenAIChatModel
+from ._providers import OpenAIResponsesModel as OpenAIResponsesModel
+from ._providers import ProviderModel as ProviderModel
+from ._providers import RetryPolicy as RetryPolicy
+from ._providers import model_from_id as model_from_id
+from ._providers import register_providers as register_providers
 from ._records import Record as Record
 from ._registry import DelegateTool as DelegateTool
 from ._registry import SubagentConfig as SubagentConfig
@@ -92,13 +110,16 @@ __all__ = [
     "AgentStreamSink",
     "AgentStreamSource",
     "AgentStreamSourceKind",
+    "AnthropicModel",
     "CapabilityBundle",
+    "ContentRefused",
     "ConversationId",
     "DelegateTool",
     "Dependencies",
     "EventBus",
     "FunctionModel",
     "FunctionTool",
+    "MissingApiKey",
     "MissingSubagent",
     "Model",
     "ModelError",
@@ -106,11 +127,23 @@ __all__ = [
     "ModelRequest",
     "ModelRequestParameters",
     "ModelResponse",
+    "ModelSettings",
     "ModelStreamEvent",
+    "OpenAIChatModel",
+    "OpenAIResponsesModel",
     "PayloadError",
+    "ProviderAuthenticationError",
+    "ProviderConnectionError",
+    "ProviderError",
+    "ProviderModel",
+    "ProviderNotInstalled",
+    "ProviderRateLimited",
+    "ProviderServerError",
+    "ProviderTimeout",
     "Record",
     "RecursiveSubagentDelegation",
     "RequestUsage",
+    "RetryPolicy",
     "RetryPromptPart",
     "RunId",
     "StaticCapabilityBundle",
@@ -134,6 +167,7 @@ __all__ = [
     "TextPart",
     "Tool",
     "ToolArgumentError",
+    "ToolCallDelta",
     "ToolCallPart",
     "ToolContext",
     "ToolDefinition",
@@ -148,4 +182,6 @@ __all__ = [
     "UserPromptPart",
     "compact_preview",
     "delegation_tools",
+    "model_from_id",
+    "register_providers",
 ]

@@ -40,6 +40,7 @@ from ._models import (
     RetryPromptPart,
     SystemPromptPart,
     TextDelta,
+    ToolCallDelta,
     ToolCallPart,
     ToolReturnPart,
     UserPromptPart,
@@ -51,6 +52,7 @@ from ._stream import (
     RUN_STARTED,
     TEXT_DELTA,
     TOOL_CALL,
+    TOOL_CALL_DELTA,
     TOOL_RETRY,
     TOOL_RETURN,
     AgentStream,
@@ -179,7 +181,8 @@ class Agent:
     ) -> AgentStream[AgentResult]:
         """Run as a task on the current loop, yielding :class:`AgentStreamRecord`\\ s.
 
-        Records: ``run_started``, ``text_delta``, ``tool_call``,
+        Records: ``run_started``, ``text_delta``, ``tool_call_delta`` (from
+        models that stream tool-call arguments), ``tool_call``,
         ``tool_retry``, ``tool_return``, ``run_completed``; a delegated
         child's records appear (with ``source`` set) before the parent's
         ``tool_return`` for that ``delegate`` call.
@@ -235,6 +238,7 @@ class Agent:
             usage.requests += 1
             usage.input_tokens += response.usage.input_tokens
             usage.output_tokens += response.usage.output_tokens
+            usage.cache_read_tokens += response.usage.cache_read_tokens
             if not response.parts:
                 raise ModelError(
                     f"model {self.model.name!r} returned a response with no parts",
@@ -287,6 +291,16 @@ class Agent:
             async for event in self.model.request_stream(messages, self._params):
                 if isinstance(event, TextDelta):
                     sink.push(TEXT_DELTA, {"content": event.content})
+                elif isinstance(event, ToolCallDelta):
+                    sink.push(
+                        TOOL_CALL_DELTA,
+                        {
+                            "index": event.index,
+                            "tool_call_id": event.tool_call_id,
+                            "tool_name": event.tool_name,
+                            "args_delta": event.args_delta,
+                        },
+                    )
                 else:
                     response = event
         except SubagentsError:

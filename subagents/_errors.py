@@ -13,6 +13,15 @@ never be swallowed by ``except Exception`` derive from
         │   ├── AgentConfigError            a builder, registry or schema is unusable
         │   │   └── ToolSchemaError         a tool's JSON schema uses an unsupported keyword
         │   ├── ModelError                  the model failed or broke the Model protocol
+        │   │   └── ProviderError           a real provider failed (fields: provider, model)
+        │   │       ├── ProviderNotInstalled      its SDK extra is missing (field: extra)
+        │   │       ├── MissingApiKey             no key in settings or env (field: env_var)
+        │   │       ├── ProviderAuthenticationError   401/403: the key was refused
+        │   │       ├── ProviderRateLimited       429 past the retry bound
+        │   │       ├── ProviderServerError       5xx/overloaded past the retry bound
+        │   │       ├── ProviderConnectionError   unreachable past the retry bound
+        │   │       ├── ProviderTimeout           no answer within the timeout
+        │   │       └── ContentRefused            the provider refused the content
         │   ├── UsageLimitExceeded          the run's request limit was reached
         │   ├── ToolRetriesExceeded         a tool kept failing past the retry limit
         │   └── SubagentError               a delegation failed (fields: name, task_id)
@@ -82,6 +91,64 @@ class ModelError(AgentError):
     """
 
     model: str
+
+
+class ProviderError(ModelError):
+    """A real model provider (OpenAI-compatible, Anthropic) failed a request.
+
+    Fields: ``provider`` (``openai-chat``, ``openai-responses``, ``anthropic``),
+    ``model`` and, when the server answered, ``status``. Messages and fields
+    never contain an API key (keys are redacted before the error is built),
+    and the SDK's own exception is not chained, since it holds the request
+    with its credentials.
+    """
+
+    provider: str
+
+
+class ProviderNotInstalled(ProviderError):
+    """The provider's SDK is not installed. Field: ``extra`` (the pip extra to install)."""
+
+    extra: str
+
+
+class MissingApiKey(ProviderError):
+    """No API key in the model settings nor in the environment. Field: ``env_var``."""
+
+    env_var: str
+
+
+class ProviderAuthenticationError(ProviderError):
+    """The provider refused the credentials (HTTP 401/403). Never retried."""
+
+
+class ProviderRateLimited(ProviderError):
+    """HTTP 429 on every attempt within the retry bound. Field: ``attempts``."""
+
+    attempts: int
+
+
+class ProviderServerError(ProviderError):
+    """HTTP 5xx (or overloaded) on every attempt within the retry bound. Field: ``attempts``."""
+
+    attempts: int
+
+
+class ProviderConnectionError(ProviderError):
+    """The server could not be reached on any attempt within the retry bound."""
+
+
+class ProviderTimeout(ProviderError):
+    """The provider did not answer within the configured ``timeout`` (not retried)."""
+
+
+class ContentRefused(ProviderError):
+    """The provider refused to produce the content (refusal or content filter).
+
+    Field: ``reason`` (the refusal text or the stop reason).
+    """
+
+    reason: str
 
 
 class UsageLimitExceeded(AgentError):

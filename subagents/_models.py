@@ -4,7 +4,8 @@ A :class:`Model` takes the conversation so far (a sequence of
 :data:`ModelMessage`) plus :class:`ModelRequestParameters` (the tool
 definitions, built once per agent) and returns one :class:`ModelResponse`
 (text and/or tool calls, with the request's token usage). Streaming is the
-same exchange yielding :class:`TextDelta` chunks and then the full response.
+same exchange yielding :class:`TextDelta` (and :class:`ToolCallDelta`)
+chunks and then the full response.
 Provider adapters (OpenAI, Anthropic, ...) implement ``request`` and, if they
 stream natively, ``request_stream``; everything else is provider-neutral.
 
@@ -77,6 +78,8 @@ class RequestUsage(Record, frozen=True, kw_only=True):
 
     input_tokens: int = 0
     output_tokens: int = 0
+    #: Of ``input_tokens``, how many the provider read from its prompt cache.
+    cache_read_tokens: int = 0
 
 
 class ModelRequest(Record, frozen=True, kw_only=True, tag_field="message_kind", tag="request"):
@@ -109,7 +112,23 @@ class TextDelta(Record, frozen=True, kw_only=True, tag_field="event_kind", tag="
     content: str
 
 
-ModelStreamEvent = TextDelta | ModelResponse
+class ToolCallDelta(
+    Record, frozen=True, kw_only=True, tag_field="event_kind", tag="tool_call_delta"
+):
+    """A fragment of a streamed tool call: its arguments arrive as JSON text in pieces.
+
+    ``index`` is the call's position in the response; ``tool_call_id`` and
+    ``tool_name`` are set once the provider sent them (empty before). The
+    complete call is in the final :class:`ModelResponse`.
+    """
+
+    index: int
+    tool_call_id: str = ""
+    tool_name: str = ""
+    args_delta: str = ""
+
+
+ModelStreamEvent = TextDelta | ToolCallDelta | ModelResponse
 
 
 class ToolDefinition(Record, frozen=True, kw_only=True):

@@ -23,6 +23,7 @@ from ._records import Record
 # Record kinds emitted by the run loop.
 RUN_STARTED = "run_started"
 TEXT_DELTA = "text_delta"
+TOOL_CALL_DELTA = "tool_call_delta"
 MODEL_RESPONSE = "model_response"
 TOOL_CALL = "tool_call"
 TOOL_RETURN = "tool_return"
