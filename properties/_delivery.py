@@ -37,6 +37,7 @@ from ._harness import RUN_TTL, ContractMachine, build_for
 
 NS = "ns-a"
 LIMITS = ArtifactLimits(max_single_bytes=4096, max_retained_bytes=1 << 20)
+CLAIM_CHOICE = st.sampled_from(["current", "current", "first", "never"])
 VARIANTS = (
     "exact",
     "exact",
@@ -62,6 +63,7 @@ class DeliveryMachine(ContractMachine):
         self.claims: dict[str, list[str]] = {}
         self.requests: dict[str, AcquireContinuation] = {}
         self.continuations = 0
+        self.toggles = 0
 
     # -- results ----------------------------------------------------------------------------
 
@@ -100,7 +102,8 @@ class DeliveryMachine(ContractMachine):
     def _run(self, index: int) -> str | None:
         if not self.consumers:
             return None
-        return self.consumers[index % len(self.consumers)]
+        # 0, the simplest choice, is the latest consumer: the one a parent turn would use.
+        return self.consumers[-1 - index % len(self.consumers)]
 
     @precondition(lambda self: bool(self.consumers))
     @rule(
@@ -111,6 +114,16 @@ class DeliveryMachine(ContractMachine):
         run_id = self._run(index)
         assert run_id is not None
         self.move_run(self.sid, run_id, status)
+
+    @precondition(lambda self: bool(self.consumers))
+    @rule(index=st.integers(0, 7), how=st.sampled_from(["completed", "failed", "cancelled"]))
+    def consumer_finishes(self, index: int, how: str) -> None:
+        """The consumer's turn ends: completes (through running), fails or is cancelled."""
+        run_id = self._run(index)
+        assert run_id is not None
+        if how == "completed" and self.model.runs[(self.sid, run_id)].status == "admitted":
+            self.move_run(self.sid, run_id, "running")
+        self.move_run(self.sid, run_id, how)
 
     @precondition(lambda self: bool(self.consumers))
     @rule(index=st.integers(0, 7), ttl=st.sampled_from([0.0, 30.0, 120.0]))
@@ -158,6 +171,19 @@ class DeliveryMachine(ContractMachine):
         if got is not None:
             self.claims[aid].append(claim.claim_id)
 
+    @rule(
+        aid=results,
+        deadline=st.sampled_from([10.0, 60.0]),
+        automatic=st.booleans(),
+    )
+    def claim_for_new_consumer(self, aid: str, deadline: float, automatic: bool) -> None:
+        """A parent turn: admit a consumer run, then claim the result for it."""
+        if self.model.live_run(self.sid) is None:
+            run_id = self.admit_plain_run(self.sid, "consumer")
+            if run_id is not None:
+                self.consumers.append(run_id)
+        self.claim(aid, 0, deadline, automatic)
+
     @precondition(lambda self: bool(self.claims))
     @rule(data=st.data())
     def replay_current_claim(self, data: st.DataObject) -> None:
@@ -173,13 +199,19 @@ class DeliveryMachine(ContractMachine):
             check=self.record_checker("claim_delivery(replay)"),
         )
 
-    def _claim_id(self, aid: str, index: int) -> str:
-        issued = self.claims.get(aid) or ["claim-never-issued"]
-        return issued[index % len(issued)] if index >= 0 else "claim-never-issued"
+    def _claim_id(self, aid: str, which: str) -> str:
+        """The current claim, the first claim ever issued, or one never issued."""
+        current = self.model.attempts[aid].delivery_claim
+        if which == "current" and current is not None:
+            return current.claim_id
+        issued = self.claims.get(aid)
+        if which == "first" and issued:
+            return issued[0]
+        return "claim-never-issued"
 
-    @rule(aid=results, index=st.integers(-1, 3))
-    def acknowledge(self, aid: str, index: int) -> None:
-        claim_id = self._claim_id(aid, index)
+    @rule(aid=results, which=CLAIM_CHOICE)
+    def acknowledge(self, aid: str, which: str) -> None:
+        claim_id = self._claim_id(aid, which)
         self.expect(
             f"acknowledge_delivery({claim_id})",
             lambda: self.store.acknowledge_delivery(aid, claim_id),
@@ -188,9 +220,9 @@ class DeliveryMachine(ContractMachine):
             check=self.record_checker("acknowledge_delivery"),
         )
 
-    @rule(aid=results, index=st.integers(-1, 3), terminated=st.booleans())
-    def release(self, aid: str, index: int, terminated: bool) -> None:
-        claim_id = self._claim_id(aid, index)
+    @rule(aid=results, which=CLAIM_CHOICE, terminated=st.booleans())
+    def release(self, aid: str, which: str, terminated: bool) -> None:
+        claim_id = self._claim_id(aid, which)
         current = self.model.attempts[aid].delivery_claim
         reason: Retryable | ConsumerTerminated = Retryable()
         if terminated:
@@ -305,20 +337,26 @@ class DeliveryMachine(ContractMachine):
 
     # -- time and maintenance ---------------------------------------------------------------
 
-    @rule(seconds=st.sampled_from([1.0, 10.0, 30.0, 60.0, 600.0]))
-    def advance_time(self, seconds: float) -> None:
+    @rule(
+        seconds=st.sampled_from([10.0, 1.0, 30.0, 60.0, 600.0]),
+        then=st.sampled_from(["reconcile", "nothing"]),
+    )
+    def time_passes(self, seconds: float, then: str) -> None:
+        """Store time moves; usually the reconciler runs right after, as a host's loop does."""
         self.clock.advance(seconds)
-
-    @rule()
-    def reconcile_namespace(self) -> None:
-        self.reconcile(NS)
+        if then == "reconcile":
+            self.reconcile(NS)
 
     @rule()
     def expire_retention(self) -> None:
         self.expire(NS, 1000)
 
-    @rule(status=st.sampled_from(["active", "inactive"]))
+    @precondition(lambda self: self.toggles < 4)
+    @rule(status=st.sampled_from(["inactive", "active"]))
     def session_status(self, status: str) -> None:
+        """A few times per example: an inactive session suppresses automatic continuation."""
+        self.toggles += 1
+
         def check(got: Any) -> None:
             if got.status != status:
                 raise self.violation(f"update_session_status returned {got.status}")

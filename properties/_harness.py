@@ -14,9 +14,11 @@ operation, the model's reason and the store's answer.
 
 from __future__ import annotations
 
+import re
 import uuid
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
 import msgspec
@@ -45,6 +47,7 @@ from ._factories import StoreFactory, StoreHandle
 from ._reference import Outcome, Reference, diff_attempt
 
 T = TypeVar("T")
+_IDS = re.compile(r"subattempt_[0-9a-f-]+|\b[a-z]+-[a-z]*-?\d+\b|\d+(?:\.\d+)?")
 
 START = 1_700_000_000.0
 LEASE_TTL = 30.0
@@ -65,9 +68,16 @@ class Stats:
     invariants: int = 0
     operations: int = 0
     refusals: int = 0
+    paths: Counter[str] = field(default_factory=Counter)
+    """How often each (operation, predicted outcome, reason) was exercised: the coverage."""
 
     def reset(self) -> None:
         self.examples = self.steps = self.invariants = self.operations = self.refusals = 0
+        self.paths.clear()
+
+    def path(self, op: str, answer: str, why: str) -> None:
+        # Ids and numbers are stripped so the same path counts once across examples.
+        self.paths[f"{op.split('(', maxsplit=1)[0]}: {answer} ({_IDS.sub('*', why)})"] += 1
 
 
 def attempt_id_for(n: int) -> str:
@@ -145,6 +155,7 @@ class ContractMachine(RuleBasedStateMachine):
                     f"{type(exc).__name__}: {exc}"
                 ) from exc
             stats.refusals += 1
+            stats.path(op, type(exc).__name__, outcome.why)
             if outcome.apply_on_error is not None:
                 outcome.apply_on_error()
             elif attempt_id is not None:
@@ -167,6 +178,7 @@ class ContractMachine(RuleBasedStateMachine):
                 f"{result!r}"
             )
         outcome.apply()
+        stats.path(op, "Ok", outcome.why)
         if check is not None:
             check(result)
         return result
@@ -392,7 +404,7 @@ class ContractMachine(RuleBasedStateMachine):
     def reconcile(self, ns: str) -> None:
         """reconcile(ns): exactly the model's lost attempts and expired claims change."""
         model = self.model
-        lost, claim_changes, _ = model.reconcile_plan(ns)
+        lost, claim_changes, fates = model.reconcile_plan(ns)
         type(self).stats.operations += 1
         try:
             changed = self.store.reconcile(ns)
@@ -407,8 +419,12 @@ class ContractMachine(RuleBasedStateMachine):
                 f"and claims {sorted(claim_changes)}"
             )
         now = self.clock.now()
+        for fate in fates.values():
+            type(self).stats.path("reconcile", "expired claim", fate)
         for aid in claim_changes:
             model.apply_claim_fate(aid)
+        for _ in lost:
+            type(self).stats.path("reconcile", "lost", "expired lease -> failed/host_process_lost")
         for got in changed:
             if got.attempt_id in claim_changes:
                 self.check_record("reconcile", got)
@@ -475,6 +491,7 @@ class ContractMachine(RuleBasedStateMachine):
                 f"expire_retention({ns}, {limit}) expired {sorted(ids)}, due {sorted(due)}"
             )
         for got in changed:
+            type(self).stats.path("expire_retention", "expired", "deadline passed")
             self.model.apply_expiry(got.attempt_id)
             self.check_record("expire_retention", got)
 

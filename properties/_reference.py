@@ -517,7 +517,17 @@ class Reference:
             return err([(NotFound, "no such attempt")])
         if self.is_terminal(stored):
             if stored.terminal_fingerprint == terminal_fingerprint(commit):
-                return ok("exact replay")
+                after = [
+                    label
+                    for label, cond in (
+                        ("lease expired", not self.lease_live(stored)),
+                        ("delivered", stored.delivery_status == "delivered"),
+                        ("retention expired", stored.retention_status == "expired"),
+                        ("session fenced", self._fenced(stored)),
+                    )
+                    if cond
+                ]
+                return ok("exact replay" + (f" after {', '.join(after)}" if after else ""))
             return err([(Conflict, "terminal already committed with another fingerprint")])
         reasons: list[tuple[type[StoreError], str]] = []
         if record.owner_lease != stored.owner_lease:
@@ -645,6 +655,7 @@ class Reference:
         if reasons:
             return err(reasons)
         released: Callable[[], None] | None = None
+        how = "claimed"
         suppressed = rec.automatic_continuation_suppressed_by_run_id
         if rec.delivery_status == "claimed":
             old = rec.delivery_claim
@@ -662,10 +673,21 @@ class Reference:
                 self._release(attempt_id, suppress_by)
 
             released = released_fn
+            how = "claimed after releasing an expired claim" + (
+                " of a failed/cancelled consumer (suppressing)" if suppress_by else ""
+            )
             suppressed = suppress_by or suppressed
         s = self.sessions.get(rec.parent_session_id)
         if automatic and (suppressed is not None or s is None or s.status != "active"):
-            out = err([(Conflict, "automatic continuation suppressed or session not active")])
+            out = err(
+                [
+                    (
+                        Conflict,
+                        "automatic continuation suppressed or session not active"
+                        + (" (after releasing an expired claim)" if released else ""),
+                    )
+                ]
+            )
             out.apply_on_error = released
             return out
 
@@ -675,7 +697,7 @@ class Reference:
             cur = self.attempts[attempt_id]
             self._put(msgspec.structs.replace(cur, delivery_status="claimed", delivery_claim=claim))
 
-        return ok("claimed", apply)
+        return ok(how, apply)
 
     def acknowledge(self, attempt_id: str, claim_id: str) -> Outcome:
         rec = self.attempts.get(attempt_id)
@@ -812,7 +834,8 @@ class Reference:
     # -- maintenance ------------------------------------------------------------------------
 
     def reconcile_plan(self, namespace_id: str) -> tuple[set[str], set[str], dict[str, str]]:
-        """(attempts whose lease expired, attempts whose claim changes, claim fates)."""
+        """(attempts whose lease expired, attempts whose claim changes, every expired claim's
+        fate: keep, acknowledge, release or release and suppress)."""
         lost: set[str] = set()
         claims: dict[str, str] = {}
         for a in self.attempts.values():
@@ -828,10 +851,9 @@ class Reference:
                 and claim is not None
                 and claim.deadline <= self.now()
             ):
-                fate, _ = self._expired_claim_fate(a, claim)
-                if fate != "keep":
-                    claims[a.attempt_id] = fate
-        return lost, set(claims), claims
+                fate, suppress_by = self._expired_claim_fate(a, claim)
+                claims[a.attempt_id] = fate + (" and suppress" if suppress_by else "")
+        return lost, {a for a, fate in claims.items() if fate != "keep"}, claims
 
     def apply_claim_fate(self, attempt_id: str) -> None:
         rec = self.attempts[attempt_id]

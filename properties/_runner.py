@@ -54,6 +54,8 @@ class RunResult:
     seconds: float = 0.0
     failure: str | None = None
     reproduction: list[str] = field(default_factory=list)
+    paths: dict[str, int] = field(default_factory=dict)
+    """Coverage: how often each (operation, outcome, reason) was exercised."""
 
     @property
     def ok(self) -> bool:
@@ -82,6 +84,7 @@ def run_machine(
     result.invariants = stats.invariants
     result.operations = stats.operations
     result.refusals = stats.refusals
+    result.paths = dict(stats.paths)
     result.reproduction = [line for line in report if line.strip()]
     return result
 
@@ -148,6 +151,19 @@ def summarize(results: Sequence[RunResult], seconds: float, out: TextIO = sys.st
                 print("    " + line.replace("\n", "\n    "), file=out)
 
 
+def print_paths(results: Sequence[RunResult], out: TextIO = sys.stdout) -> None:
+    """Per machine (summed over stores): every exercised outcome path and its count."""
+    by_machine: dict[str, dict[str, int]] = {}
+    for r in results:
+        paths = by_machine.setdefault(r.machine, {})
+        for path, count in r.paths.items():
+            paths[path] = paths.get(path, 0) + count
+    for machine, paths in by_machine.items():
+        print(f"\nCoverage of {machine} ({len(paths)} outcome paths):", file=out)
+        for path, count in sorted(paths.items()):
+            print(f"  {count:>7}  {path}", file=out)
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m properties",
@@ -164,6 +180,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         action="append",
         choices=[*MACHINES, "all"],
         help="machine to run (repeatable; default all)",
+    )
+    parser.add_argument(
+        "--paths",
+        action="store_true",
+        help="print how often each operation outcome was exercised (coverage)",
     )
     parser.add_argument(
         "--decisions", action="store_true", help="print the model's reading of open contract points"
@@ -193,5 +214,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
     machines = list(MACHINES) if "all" in chosen else list(dict.fromkeys(chosen))
     started = time.monotonic()
     results = run_suite(machines, factories, profile=args.profile, out=out)
+    if args.paths:
+        print_paths(results, out)
     summarize(results, time.monotonic() - started, out)
     return 0 if all(r.ok for r in results) else 1
