@@ -35,6 +35,7 @@ from statemachines import derive_phase, is_active_execution
 from storage import (
     AttemptRecord,
     Clock,
+    Conflict,
     IdSource,
     MemorySessionStore,
     NotFound,
@@ -269,6 +270,18 @@ class SupervisorActor(pykka.ThreadingActor):
         )
         try:
             stored = rt.store.accept_attempt(record)
+        except Conflict as exc:
+            if "holder" in exc.fields:
+                # Another non-terminal attempt of this agent exists in the store (one this
+                # supervisor abandoned after losing its lease, or another host's).
+                raise BackgroundSubagentError.ActiveConversation(
+                    "the agent already has an active attempt",
+                    agent_id=agent_id,
+                    attempt_id=exc.fields["holder"],
+                ) from exc
+            raise BackgroundSubagentError.Durability(
+                "the store refused the attempt", attempt_id=attempt_id, agent_id=agent_id
+            ) from exc
         except StoreError as exc:
             # A lost response may hide an applied acceptance: it then stays in the store
             # under our lease, expires and is reconciled as host_process_lost.
@@ -1096,3 +1109,9 @@ class BackgroundSubagentSupervisor:
                 pool.stop(1.0)
         if self._loop_thread is not None:
             self._loop_thread.stop(1.0)
+        if self._runtime is not None:
+            with self._runtime.threads_lock:
+                threads = list(self._runtime.threads)
+            for thread in threads:
+                if thread is not threading.current_thread():
+                    thread.join(1.0)

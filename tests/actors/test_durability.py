@@ -9,7 +9,13 @@ import threading
 import pytest
 from actor_helpers import Collector, Fault, FaultyStore, Gate, SupervisorFactory, wait_terminal
 
-from actors import ChildControl, ChildOutcome, ChildRequest, SupervisorLimits
+from actors import (
+    BackgroundSubagentError,
+    ChildControl,
+    ChildOutcome,
+    ChildRequest,
+    SupervisorLimits,
+)
 from storage import ManualClock, RetryableStorage, StaleFence
 
 
@@ -159,11 +165,17 @@ def test_a_confirmed_owner_loss_abandons_local_state_without_a_callback(
     waited = supervisor.wait_sync(attempt, 0)
     assert waited.owned_elsewhere and waited.status in ("starting", "running")
     assert supervisor.info_sync().active == []
+    with pytest.raises(BackgroundSubagentError.ActiveConversation):
+        supervisor.delegate_sync("research", "again", agent_id=record_agent(faulty, attempt))
     record = faulty.load_attempt(attempt)
     assert record.owner_lease.host_instance_id == "host-b"
     assert record.execution_status != "cancelled"
     supervisor.shutdown_checked_sync(5)
     assert collector.results == []
+
+
+def record_agent(store: FaultyStore, attempt_id: str) -> str:
+    return store.load_attempt(attempt_id).agent_id
 
 
 def test_a_slow_heartbeat_never_starves_completion(
@@ -224,8 +236,6 @@ def test_outputs_beyond_the_artifact_limits_fail_their_attempts(
 def test_acceptance_failures_surface_as_durability_errors(
     faulty: FaultyStore, make_supervisor: SupervisorFactory
 ) -> None:
-    from actors import BackgroundSubagentError
-
     faulty.plan("accept_attempt", Fault(1))
     supervisor = make_supervisor(runner=reporting_runner, store=faulty)
     with pytest.raises(BackgroundSubagentError.Durability):
