@@ -7,15 +7,29 @@ private modules. Names follow the spec's Rust SDK (see DESIGN §2).
 from ._agent import Agent as Agent
 from ._agent import AgentApp as AgentApp
 from ._agent import AgentBuilder as AgentBuilder
+from ._agent_spec import AgentSpec as AgentSpec
+from ._agent_spec import AgentSpecRegistry as AgentSpecRegistry
+from ._agent_spec import EnvironmentProvider as EnvironmentProvider
+from ._agent_spec import ModelPreset as ModelPreset
+from ._agent_spec import ModelProviderRegistry as ModelProviderRegistry
+from ._agent_spec import SubagentSpecProjection as SubagentSpecProjection
+from ._agent_spec import default_model_providers as default_model_providers
+from ._agent_spec import make_test_model as make_test_model
+from ._agent_spec import project_subagent_spec as project_subagent_spec
 from ._context import AgentContext as AgentContext
 from ._context import AgentContextHandle as AgentContextHandle
 from ._deps import Dependencies as Dependencies
 from ._errors import AgentConfigError as AgentConfigError
 from ._errors import AgentError as AgentError
+from ._errors import AgentSpecError as AgentSpecError
 from ._errors import ContentRefused as ContentRefused
+from ._errors import DeniedRequiredTool as DeniedRequiredTool
 from ._errors import MissingApiKey as MissingApiKey
+from ._errors import MissingInheritedModel as MissingInheritedModel
+from ._errors import MissingRequiredTool as MissingRequiredTool
 from ._errors import MissingSubagent as MissingSubagent
 from ._errors import ModelError as ModelError
+from ._errors import ModelResolutionError as ModelResolutionError
 from ._errors import PayloadError as PayloadError
 from ._errors import ProviderAuthenticationError as ProviderAuthenticationError
 from ._errors import ProviderConnectionError as ProviderConnectionError
@@ -28,10 +42,13 @@ from ._errors import RecursiveSubagentDelegation as RecursiveSubagentDelegation
 from ._errors import SubagentError as SubagentError
 from ._errors import SubagentHookError as SubagentHookError
 from ._errors import SubagentRunFailed as SubagentRunFailed
+from ._errors import SubagentSpecError as SubagentSpecError
+from ._errors import SubagentToolInheritanceError as SubagentToolInheritanceError
 from ._errors import ToolArgumentError as ToolArgumentError
 from ._errors import ToolError as ToolError
 from ._errors import ToolRetriesExceeded as ToolRetriesExceeded
 from ._errors import ToolSchemaError as ToolSchemaError
+from ._errors import UnknownEnvironmentProvider as UnknownEnvironmentProvider
 from ._errors import UsageLimitExceeded as UsageLimitExceeded
 from ._events import AgentEvent as AgentEvent
 from ._events import EventBus as EventBus
@@ -47,6 +64,9 @@ from ._hooks import SubagentExecutionOutcome as SubagentExecutionOutcome
 from ._ids import ConversationId as ConversationId
 from ._ids import RunId as RunId
 from ._ids import TaskId as TaskId
+from ._inheritance import SubagentCapabilityInheritancePolicy as SubagentCapabilityInheritancePolicy
+from ._inheritance import SubagentToolInheritancePolicy as SubagentToolInheritancePolicy
+from ._inheritance import is_main_agent_only_tool as is_main_agent_only_tool
 from ._models import FunctionModel as FunctionModel
 from ._models import Model as Model
 from ._models import ModelMessage as ModelMessage
@@ -77,9 +97,18 @@ from ._records import Record as Record
 from ._registry import DelegateTool as DelegateTool
 from ._registry import SubagentConfig as SubagentConfig
 from ._registry import SubagentDelegationMode as SubagentDelegationMode
+from ._registry import SubagentInfoTool as SubagentInfoTool
+from ._registry import SubagentParentTools as SubagentParentTools
 from ._registry import SubagentRegistry as SubagentRegistry
 from ._registry import delegation_tools as delegation_tools
 from ._result import AgentResult as AgentResult
+from ._spec import SubagentDirectory as SubagentDirectory
+from ._spec import SubagentSpec as SubagentSpec
+from ._spec import SubagentSpecDiagnostic as SubagentSpecDiagnostic
+from ._spec import load_subagent_dir as load_subagent_dir
+from ._spec import load_subagent_file as load_subagent_file
+from ._spec import parse_subagent_markdown as parse_subagent_markdown
+from ._spec import spec_error_diagnostic as spec_error_diagnostic
 from ._stream import AgentStream as AgentStream
 from ._stream import AgentStreamRecord as AgentStreamRecord
 from ._stream import AgentStreamSink as AgentStreamSink
@@ -105,6 +134,9 @@ __all__ = [
     "AgentEvent",
     "AgentHook",
     "AgentResult",
+    "AgentSpec",
+    "AgentSpecError",
+    "AgentSpecRegistry",
     "AgentStream",
     "AgentStreamRecord",
     "AgentStreamSink",
@@ -115,17 +147,24 @@ __all__ = [
     "ContentRefused",
     "ConversationId",
     "DelegateTool",
+    "DeniedRequiredTool",
     "Dependencies",
+    "EnvironmentProvider",
     "EventBus",
     "FunctionModel",
     "FunctionTool",
     "MissingApiKey",
+    "MissingInheritedModel",
+    "MissingRequiredTool",
     "MissingSubagent",
     "Model",
     "ModelError",
     "ModelMessage",
+    "ModelPreset",
+    "ModelProviderRegistry",
     "ModelRequest",
     "ModelRequestParameters",
+    "ModelResolutionError",
     "ModelResponse",
     "ModelSettings",
     "ModelStreamEvent",
@@ -147,19 +186,29 @@ __all__ = [
     "RetryPromptPart",
     "RunId",
     "StaticCapabilityBundle",
+    "SubagentCapabilityInheritancePolicy",
     "SubagentConfig",
     "SubagentDelegationMode",
+    "SubagentDirectory",
     "SubagentError",
     "SubagentExecutionHook",
     "SubagentExecutionMetadata",
     "SubagentExecutionOutcome",
     "SubagentHookError",
+    "SubagentInfoTool",
     "SubagentLifecycleEvent",
     "SubagentLifecycleKind",
+    "SubagentParentTools",
     "SubagentRegistry",
     "SubagentResult",
     "SubagentRunFailed",
+    "SubagentSpec",
+    "SubagentSpecDiagnostic",
+    "SubagentSpecError",
+    "SubagentSpecProjection",
     "SubagentTask",
+    "SubagentToolInheritanceError",
+    "SubagentToolInheritancePolicy",
     "SystemPromptPart",
     "TaskId",
     "TestModel",
@@ -177,11 +226,20 @@ __all__ = [
     "ToolRetriesExceeded",
     "ToolReturnPart",
     "ToolSchemaError",
+    "UnknownEnvironmentProvider",
     "Usage",
     "UsageLimitExceeded",
     "UserPromptPart",
     "compact_preview",
+    "default_model_providers",
     "delegation_tools",
+    "is_main_agent_only_tool",
+    "load_subagent_dir",
+    "load_subagent_file",
+    "make_test_model",
     "model_from_id",
+    "parse_subagent_markdown",
+    "project_subagent_spec",
     "register_providers",
+    "spec_error_diagnostic",
 ]

@@ -45,7 +45,13 @@ from ._models import (
     ToolReturnPart,
     UserPromptPart,
 )
-from ._registry import SubagentConfig, SubagentDelegationMode, SubagentRegistry, delegation_tools
+from ._registry import (
+    SubagentConfig,
+    SubagentDelegationMode,
+    SubagentParentTools,
+    SubagentRegistry,
+    delegation_tools,
+)
 from ._result import AgentResult
 from ._stream import (
     RUN_COMPLETED,
@@ -143,6 +149,33 @@ class Agent:
 
     def hooks(self) -> tuple[AgentHook, ...]:
         return self._hooks
+
+    def _with_inherited(self, tools: Sequence[Tool], hooks: Sequence[AgentHook]) -> Agent:
+        """This agent plus inherited ``tools`` and ``hooks`` (self when both are empty).
+
+        The agent's own tools win a name clash; an inherited tool repeated by
+        name is added once. The result shares everything else with ``self``.
+        """
+        extra = [tool for tool in tools if tool.name not in self._tool_map]
+        if not extra and not hooks:
+            return self
+        unique: dict[str, Tool] = {}
+        for tool in extra:
+            unique.setdefault(tool.name, tool)
+        return Agent(
+            model=self.model,
+            name=self.name,
+            instructions=self.instructions,
+            tools=ToolRegistry([*self._tools, *unique.values()]),
+            subagents=self._subagents,
+            delegation_mode=self.delegation_mode,
+            supervisor=self.supervisor,
+            hooks=[*self._hooks, *hooks],
+            capability_bundles=self.capability_bundles,
+            request_limit=self.request_limit,
+            retries=self.retries,
+            ids=self._ids,
+        )
 
     async def run(
         self,
@@ -263,6 +296,7 @@ class Agent:
                 dependencies = context.dependencies.copy()
                 dependencies.insert(context)
                 dependencies.insert(AgentContextHandle(context))
+                dependencies.insert(SubagentParentTools(self._tools))
                 if sink is not None:
                     dependencies.insert(sink)
             calling = [
@@ -515,7 +549,7 @@ class AgentBuilder:
             )
         if not isinstance(self._retries, int) or self._retries < 0:
             raise AgentConfigError(f"retries must be a non-negative int, got {self._retries!r}")
-        registry = self._subagents
+        registry = self._subagents.with_parent_capabilities(self._hooks, self._bundles)
         if self._clock is not None:
             registry = registry.with_clock(self._clock)
         if self._ids is not None:

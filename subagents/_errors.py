@@ -11,7 +11,13 @@ never be swallowed by ``except Exception`` derive from
         ├── InvalidTransition               statemachines: a lifecycle move the tables forbid
         ├── AgentError                      an agent run or delegation did not complete
         │   ├── AgentConfigError            a builder, registry or schema is unusable
-        │   │   └── ToolSchemaError         a tool's JSON schema uses an unsupported keyword
+        │   │   ├── ToolSchemaError         a tool's JSON schema uses an unsupported keyword
+        │   │   ├── SubagentSpecError       a markdown subagent file is unusable
+        │   │   │                           (fields: path, line, key, reason)
+        │   │   └── AgentSpecError          an AgentSpec cannot be materialized
+        │   │       ├── MissingInheritedModel     model `inherit` without an inherited id
+        │   │       ├── ModelResolutionError      no provider can build that model id
+        │   │       └── UnknownEnvironmentProvider  the spec names an unregistered provider
         │   ├── ModelError                  the model failed or broke the Model protocol
         │   │   └── ProviderError           a real provider failed (fields: provider, model)
         │   │       ├── ProviderNotInstalled      its SDK extra is missing (field: extra)
@@ -28,7 +34,11 @@ never be swallowed by ``except Exception`` derive from
         │       ├── MissingSubagent         no subagent registered under that name
         │       ├── RecursiveSubagentDelegation   nested delegation refused by the stack guard
         │       ├── SubagentHookError       an execution hook raised (field: hook)
-        │       └── SubagentRunFailed       the child run raised (``__cause__`` is its error)
+        │       ├── SubagentRunFailed       the child run raised (``__cause__`` is its error)
+        │       └── SubagentToolInheritanceError  the parent cannot supply a required tool
+        │           │                       (fields: tool_name, error_kind)
+        │           ├── MissingRequiredTool       the parent has no such tool
+        │           └── DeniedRequiredTool        denied, or main-agent-only
         ├── PayloadError                    a value did not decode into its record type
         ├── ToolError                       a tool call failed; the run loop returns it to the
         │   │                               model as a retry prompt, bounded by the retry limit
@@ -250,3 +260,135 @@ class PayloadError(SubagentsError):
 
     type: str
     detail: str
+
+
+class SubagentSpecError(AgentConfigError):
+    """A subagent markdown file (or text) cannot be turned into a ``SubagentSpec``.
+
+    Fields: ``path`` (the file, or ``None`` for bare text), ``line`` (1-based,
+    in the original text, or ``None`` when no line applies, such as a file over
+    the size limit), ``key`` (the frontmatter key at fault, or ``None``) and
+    ``reason`` (the message without the location). ``str(error)`` starts with
+    ``path:line:`` so an editor can jump to it; ``spec_error_diagnostic(error)``
+    returns the same facts as a ``SubagentSpecDiagnostic`` record.
+    """
+
+    path: str | None
+    line: int | None
+    key: str | None
+    reason: str
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        path: str | None = None,
+        line: int | None = None,
+        key: str | None = None,
+    ) -> None:
+        where = ":".join(
+            part for part in (path or "<text>", None if line is None else str(line)) if part
+        )
+        prefix = f"{where}: " + (f"key {key!r}: " if key is not None else "")
+        super().__init__(prefix + reason, path=path, line=line, key=key, reason=reason)
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_spec_error, (self.reason, self.path, self.line, self.key))
+
+
+def _rebuild_spec_error(
+    reason: str, path: str | None, line: int | None, key: str | None
+) -> SubagentSpecError:
+    return SubagentSpecError(reason, path=path, line=line, key=key)
+
+
+class AgentSpecError(AgentConfigError):
+    """An ``AgentSpec`` cannot be materialized into an agent. Field: ``agent`` (its name)."""
+
+
+class MissingInheritedModel(AgentSpecError):
+    """A subagent spec's model is missing, empty or ``inherit`` and no inherited model id was given.
+
+    Raised by ``project_subagent_spec``. Field: ``agent``.
+    """
+
+    agent: str
+
+
+class ModelResolutionError(AgentSpecError):
+    """A model id (``provider:model``) cannot be resolved to a ``Model``.
+
+    Fields: ``model_id``, ``provider`` and ``known`` (the registered provider
+    names). Raised for an unknown provider, a malformed id, an unknown preset,
+    or when the provider's factory itself raises (``__cause__`` is its error).
+    """
+
+    model_id: str
+    provider: str
+
+
+class UnknownEnvironmentProvider(AgentSpecError):
+    """An ``AgentSpec`` names an environment provider the registry does not know.
+
+    Fields: ``agent``, ``environment`` and ``known``.
+    """
+
+    environment: str
+
+
+class SubagentToolInheritanceError(SubagentError):
+    """A child's tool inheritance policy cannot be satisfied by the parent's tools.
+
+    Fields: ``tool_name``, ``error_kind`` (``"missing_required_tool"`` or
+    ``"denied_required_tool"``) and, when raised by a delegation, ``name`` and
+    ``task_id`` (a ``subagent_failed`` event carrying ``error_kind``,
+    ``tool_name`` and ``message`` was published first). Raised directly by
+    ``SubagentToolInheritancePolicy.resolve``, ``name`` and ``task_id`` are
+    ``None``.
+    """
+
+    tool_name: str
+    error_kind: str
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        tool_name: str,
+        name: str | None = None,
+        task_id: str | None = None,
+        **fields: Any,
+    ) -> None:
+        fields.setdefault("error_kind", self.kind)
+        super().__init__(message, tool_name=tool_name, name=name, task_id=task_id, **fields)
+
+    kind = "tool_inheritance"
+
+    def diagnostic(self) -> dict[str, Any]:
+        """The JSON diagnostic reported by ``subagent_info`` and ``subagent_failed``."""
+        return {
+            "error": self.error_kind,
+            "error_kind": self.error_kind,
+            "tool_name": self.tool_name,
+            "message": self.message,
+        }
+
+
+class MissingRequiredTool(SubagentToolInheritanceError):
+    """A required tool is not in the parent's tools (``error_kind = "missing_required_tool"``)."""
+
+    kind = "missing_required_tool"
+
+
+class DeniedRequiredTool(SubagentToolInheritanceError):
+    """A required tool is denied by the policy or is main-agent-only.
+
+    ``error_kind = "denied_required_tool"``; main-agent-only tools are
+    ``delegate``, ``subagent_info``, ``steer_subagent``, ``cancel_subagent``,
+    ``wait_subagent``, any hidden delegation backend and ``ask_user_question``.
+    """
+
+    kind = "denied_required_tool"

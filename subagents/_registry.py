@@ -12,13 +12,14 @@ from __future__ import annotations
 import asyncio
 import enum
 import re
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
 from storage import Clock, IdSource, RandomIds, SystemClock
 
+from ._agent_spec import AgentSpec, AgentSpecRegistry, EnvironmentProvider
 from ._context import AgentContext, AgentContextHandle
 from ._errors import (
     AgentConfigError,
@@ -27,6 +28,7 @@ from ._errors import (
     SubagentError,
     SubagentHookError,
     SubagentRunFailed,
+    SubagentToolInheritanceError,
     ToolArgumentError,
     ToolError,
 )
@@ -40,18 +42,30 @@ from ._events import (
     SubagentLifecycleKind,
     compact_preview,
 )
-from ._hooks import SubagentExecutionHook, SubagentExecutionMetadata, SubagentExecutionOutcome
+from ._hooks import (
+    AgentHook,
+    CapabilityBundle,
+    SubagentExecutionHook,
+    SubagentExecutionMetadata,
+    SubagentExecutionOutcome,
+)
 from ._ids import RunId, TaskId
+from ._inheritance import (
+    SubagentCapabilityInheritancePolicy,
+    SubagentToolInheritancePolicy,
+    is_main_agent_only_tool,
+)
 from ._result import AgentResult
 from ._stream import AgentStreamRecord, AgentStreamSink, AgentStreamSource
 from ._sync import run_blocking
 from ._task import SubagentResult, SubagentTask
-from ._tools import Tool, ToolContext, ToolResult
+from ._tools import Tool, ToolContext, ToolRegistry, ToolResult
 
 if TYPE_CHECKING:
     from ._agent import Agent
 
 DELEGATE_TOOL_NAME = "delegate"
+SUBAGENT_INFO_TOOL_NAME = "subagent_info"
 # A hard ceiling even when nested delegation is allowed: recursion must end.
 MAX_SUBAGENT_DEPTH = 8
 
@@ -71,18 +85,45 @@ class SubagentDelegationMode(enum.Enum):
     BLOCKING_AND_ASYNC = "blocking_and_async"
 
 
+class SubagentParentTools:
+    """The parent's tool registry, as a dependency: what a child inherits tools from.
+
+    An agent run puts one (holding the agent's own tools) into the
+    dependencies of every tool call, so ``delegate`` and ``subagent_info``
+    resolve inheritance against the same tools. A delegation outside a run
+    looks for one in the parent context's dependencies; without it the parent
+    counts as having no tools.
+    """
+
+    __slots__ = ("tools",)
+
+    def __init__(self, tools: ToolRegistry) -> None:
+        self.tools = tools
+
+    def __repr__(self) -> str:
+        return f"SubagentParentTools({self.tools.names()!r})"
+
+
 class SubagentConfig:
     """A named, executable subagent: the child ``agent`` plus delegation policy.
 
-    Immutable: every ``with_*`` returns a new config. Tool and capability
-    inheritance policies are stored as given and applied by a later issue.
+    Immutable: every ``with_*`` returns a new config. At each delegation the
+    child runs with its own tools plus the parent tools its
+    :class:`SubagentToolInheritancePolicy` selects (default: only tools whose
+    metadata says ``auto_inherit: true``), plus the parent hooks and bundles
+    its :class:`SubagentCapabilityInheritancePolicy` selects when the parent
+    agent is built (default: none). With an ``environment_provider`` the
+    child context uses it instead of the parent's.
     """
 
     __slots__ = (
         "agent",
         "capability_inheritance",
         "description",
+        "environment_provider",
         "execution_hooks",
+        "inherited_bundles",
+        "inherited_hooks",
         "name",
         "nested_delegation",
         "tool_inheritance",
@@ -96,8 +137,45 @@ class SubagentConfig:
         self.description = description
         self.execution_hooks: tuple[SubagentExecutionHook, ...] = ()
         self.nested_delegation = False
-        self.tool_inheritance: object | None = None
-        self.capability_inheritance: object | None = None
+        self.tool_inheritance: SubagentToolInheritancePolicy | None = None
+        self.capability_inheritance: SubagentCapabilityInheritancePolicy | None = None
+        self.environment_provider: EnvironmentProvider | None = None
+        self.inherited_hooks: tuple[AgentHook, ...] = ()
+        self.inherited_bundles: tuple[CapabilityBundle, ...] = ()
+
+    @classmethod
+    def from_agent_spec(
+        cls,
+        agent_spec: AgentSpec,
+        tool_policy: SubagentToolInheritancePolicy | None = None,
+        registry: AgentSpecRegistry | None = None,
+    ) -> SubagentConfig:
+        """An executable subagent built from ``agent_spec`` through ``registry``.
+
+        The child agent is materialized by ``registry.build_agent`` (default: a
+        fresh :class:`AgentSpecRegistry` over the default model providers); the
+        capability policy is read from the spec's metadata
+        (``subagent_capability_inheritance``, as ``project_subagent_spec``
+        writes it, else the markdown keys); the environment provider the spec
+        names is attached to every delegated child context. Raises the
+        registry's :class:`AgentSpecError` subclasses.
+        """
+        registry = AgentSpecRegistry() if registry is None else registry
+        agent = registry.build_agent(agent_spec)
+        config = cls(agent_spec.name, agent, agent_spec.description)
+        config = config.with_tool_inheritance(
+            SubagentToolInheritancePolicy() if tool_policy is None else tool_policy
+        ).with_capability_inheritance(
+            SubagentCapabilityInheritancePolicy.from_metadata(agent_spec.metadata)
+        )
+        environment = registry.resolve_environment(agent_spec)
+        if environment is not None:
+            config = config.with_environment_provider(environment)
+        return config
+
+    def tool_policy(self) -> SubagentToolInheritancePolicy:
+        """The tool policy in force (the default policy when none was set)."""
+        return _DEFAULT_TOOL_POLICY if self.tool_inheritance is None else self.tool_inheritance
 
     def _replace(self, **changes: Any) -> SubagentConfig:
         clone = SubagentConfig.__new__(SubagentConfig)
@@ -116,11 +194,40 @@ class SubagentConfig:
         """Allow delegating to this subagent from inside another subagent's run."""
         return self._replace(nested_delegation=bool(allowed))
 
-    def with_tool_inheritance(self, policy: object) -> SubagentConfig:
+    def with_tool_inheritance(self, policy: SubagentToolInheritancePolicy) -> SubagentConfig:
+        """Select the parent tools this child inherits at each delegation."""
+        if not isinstance(policy, SubagentToolInheritancePolicy):
+            raise AgentConfigError(
+                f"expected a SubagentToolInheritancePolicy, got {type(policy).__name__}",
+                name=self.name,
+            )
         return self._replace(tool_inheritance=policy)
 
-    def with_capability_inheritance(self, policy: object) -> SubagentConfig:
+    def with_capability_inheritance(
+        self, policy: SubagentCapabilityInheritancePolicy
+    ) -> SubagentConfig:
+        """Select the parent hooks and bundles this child inherits (applied at parent build)."""
+        if not isinstance(policy, SubagentCapabilityInheritancePolicy):
+            raise AgentConfigError(
+                f"expected a SubagentCapabilityInheritancePolicy, got {type(policy).__name__}",
+                name=self.name,
+            )
         return self._replace(capability_inheritance=policy)
+
+    def with_environment_provider(self, provider: EnvironmentProvider) -> SubagentConfig:
+        """Run every delegated child with ``provider`` instead of the parent's environment."""
+        return self._replace(environment_provider=provider)
+
+    def _with_parent_capabilities(
+        self, hooks: Sequence[AgentHook], bundles: Sequence[CapabilityBundle]
+    ) -> SubagentConfig:
+        policy = self.capability_inheritance
+        if policy is None:
+            return self._replace(inherited_hooks=(), inherited_bundles=())
+        return self._replace(
+            inherited_hooks=policy.inherited_hooks(hooks),
+            inherited_bundles=policy.inherited_bundles(bundles),
+        )
 
     def __repr__(self) -> str:
         return f"SubagentConfig({self.name!r})"
@@ -164,6 +271,20 @@ class SubagentRegistry:
         clone._ids = ids
         return clone
 
+    def with_parent_capabilities(
+        self, hooks: Sequence[AgentHook], bundles: Sequence[CapabilityBundle]
+    ) -> SubagentRegistry:
+        """A registry whose subagents carry the parent hooks and bundles their policies select.
+
+        ``AgentBuilder.build`` calls this with the builder's hooks and bundles.
+        """
+        clone = self._clone()
+        clone._by_name = {
+            name: config._with_parent_capabilities(hooks, bundles)
+            for name, config in self._by_name.items()
+        }
+        return clone
+
     def subagents(self) -> list[SubagentConfig]:
         return list(self._by_name.values())
 
@@ -186,6 +307,32 @@ class SubagentRegistry:
         """The typed blocking ``delegate`` tool bound to this registry."""
         return DelegateTool(self)
 
+    def subagent_info_tool(self) -> Tool:
+        """The ``subagent_info`` tool: each subagent's availability against the parent's tools."""
+        return SubagentInfoTool(self)
+
+    def info(self, parent_tools: ToolRegistry | None = None) -> list[dict[str, Any]]:
+        """What ``subagent_info`` reports, in registration order.
+
+        For each subagent: ``name``, ``description``, ``available`` (its
+        required tools can be supplied by ``parent_tools``; no registry
+        counts as no tools), ``inherited_tools`` (names the child would
+        inherit; empty when unavailable) and ``diagnostics`` (one entry with
+        ``error_kind``, ``tool_name`` and ``message`` when unavailable).
+        """
+        parent = ToolRegistry() if parent_tools is None else parent_tools
+        report = []
+        for config in self._by_name.values():
+            entry: dict[str, Any] = {"name": config.name, "description": config.description}
+            try:
+                inherited = config.tool_policy().resolve(parent)
+            except SubagentToolInheritanceError as error:
+                entry.update(available=False, inherited_tools=[], diagnostics=[error.diagnostic()])
+            else:
+                entry.update(available=True, inherited_tools=inherited.names(), diagnostics=[])
+            report.append(entry)
+        return report
+
     async def delegate(self, name: str, prompt: str, context: AgentContext) -> AgentResult:
         """Run subagent ``name`` on ``prompt``; return the child's :class:`AgentResult`."""
         task = SubagentTask(prompt, id=TaskId.generate(self._ids))
@@ -200,6 +347,10 @@ class SubagentRegistry:
         lifecycle events (and the child's stream records as
         ``subagent_stream_record`` events) and the child's usage. Raises
         :class:`MissingSubagent`, :class:`RecursiveSubagentDelegation`,
+        :class:`MissingRequiredTool` / :class:`DeniedRequiredTool` (the
+        parent's tools, from a :class:`SubagentParentTools` dependency of
+        ``context``, cannot satisfy the child's tool policy; the event's
+        metadata carries ``error_kind``, ``tool_name`` and ``message``),
         :class:`SubagentHookError` or :class:`SubagentRunFailed`; each is
         preceded by a ``subagent_failed`` event.
         """
@@ -211,6 +362,7 @@ class SubagentRegistry:
         task: SubagentTask,
         context: AgentContext,
         stream_sink: AgentStreamSink | None,
+        parent_tools: ToolRegistry | None = None,
     ) -> SubagentResult:
         subagent = self._by_name.get(name)
         if subagent is None:
@@ -254,7 +406,44 @@ class SubagentRegistry:
                 stack=stack,
             )
 
+        if parent_tools is None:
+            found = context.dependencies.get(SubagentParentTools)
+            parent_tools = ToolRegistry() if found is None else found.tools
+        try:
+            inherited = subagent.tool_policy().resolve(parent_tools)
+        except SubagentToolInheritanceError as error:
+            _publish(
+                context,
+                SubagentLifecycleEvent(
+                    kind=SubagentLifecycleKind.FAILED,
+                    name=name,
+                    task_id=task.id,
+                    metadata={**task.metadata, **error.diagnostic()},
+                ),
+            )
+            raise type(error)(
+                f"subagent {name!r} is unavailable: {error.message}",
+                tool_name=error.tool_name,
+                name=name,
+                task_id=task.id.as_str(),
+            ) from error
+        bundles = subagent.inherited_bundles
+        agent = subagent.agent._with_inherited(
+            [
+                *inherited,
+                *(
+                    tool
+                    for bundle in bundles
+                    for tool in bundle.tools()
+                    if not is_main_agent_only_tool(tool)
+                ),
+            ],
+            [*subagent.inherited_hooks, *(hook for bundle in bundles for hook in bundle.hooks())],
+        )
+
         run = _Delegation(self, name, task, context, stream_sink)
+        if subagent.environment_provider is not None:
+            subagent.environment_provider.attach(run.child)
         run.publish(SubagentLifecycleKind.STARTED, None, run.base)
         hooks = subagent.execution_hooks
         metadata: SubagentExecutionMetadata | None = None
@@ -277,7 +466,7 @@ class SubagentRegistry:
 
         try:
             try:
-                result = await subagent.agent._run_core(
+                result = await agent._run_core(
                     task.prompt, run.child, run.sink, None, run.child_run_id
                 )
             finally:
@@ -488,6 +677,21 @@ class _DelegateArgs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
 
 _AT_PATH = re.compile(r" - at `([^`]*)`$")
 _UNKNOWN_FIELD = re.compile(r"unknown field `([^`]*)`")
+_A = TypeVar("_A", bound=msgspec.Struct)
+
+
+def _convert(tool: str, arguments: Any, kind: type[_A]) -> _A:
+    """Validate tool ``arguments`` into ``kind``; :class:`ToolArgumentError` naming the path."""
+    try:
+        return msgspec.convert(arguments, kind)
+    except msgspec.ValidationError as error:
+        message = str(error)
+        at = _AT_PATH.search(message)
+        unknown = _UNKNOWN_FIELD.search(message)
+        path = at.group(1) if at else (f"$.{unknown.group(1)}" if unknown else "$")
+        raise ToolArgumentError(
+            f"invalid arguments for tool {tool!r} at {path}: {message}", tool=tool, path=path
+        ) from error
 
 
 class DelegateTool(Tool):
@@ -526,18 +730,7 @@ class DelegateTool(Tool):
         self.metadata = {"kind": "delegation"}
 
     def validate(self, arguments: Any) -> _DelegateArgs:
-        try:
-            return msgspec.convert(arguments, _DelegateArgs)
-        except msgspec.ValidationError as error:
-            message = str(error)
-            at = _AT_PATH.search(message)
-            unknown = _UNKNOWN_FIELD.search(message)
-            path = at.group(1) if at else (f"$.{unknown.group(1)}" if unknown else "$")
-            raise ToolArgumentError(
-                f"invalid arguments for tool {self.name!r} at {path}: {message}",
-                tool=self.name,
-                path=path,
-            ) from error
+        return _convert(self.name, arguments, _DelegateArgs)
 
     async def invoke(self, context: ToolContext, arguments: Any) -> ToolResult:
         args: _DelegateArgs = arguments
@@ -551,8 +744,11 @@ class DelegateTool(Tool):
             )
         task = SubagentTask(args.prompt, id=TaskId.generate(self.registry._ids))
         sink = context.dependencies.get(AgentStreamSink)
+        parent_tools = context.dependencies.get(SubagentParentTools)
         try:
-            delegated = await self.registry._delegate(args.name, task, parent, sink)
+            delegated = await self.registry._delegate(
+                args.name, task, parent, sink, None if parent_tools is None else parent_tools.tools
+            )
         except SubagentError as error:
             raise ToolError(
                 f"delegation to subagent {args.name!r} failed: {error.message}",
@@ -568,6 +764,42 @@ class DelegateTool(Tool):
             },
             {"context_mutated": True},
         )
+
+
+class _NoArgs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    pass
+
+
+class SubagentInfoTool(Tool):
+    """The ``subagent_info`` tool: no arguments (unknown fields rejected).
+
+    Returns ``{"subagents": registry.info(parent_tools)}`` where the parent
+    tools are the :class:`SubagentParentTools` in the call's dependencies,
+    the same registry ``delegate`` resolves against in that run. Main-agent
+    only: never inherited by a child.
+    """
+
+    def __init__(self, registry: SubagentRegistry, name: str = SUBAGENT_INFO_TOOL_NAME) -> None:
+        self.name = name
+        self.registry = registry
+        self.description = (
+            "List the registered subagents: description, whether each is available "
+            "with the current tools, which tools it would inherit, and why not."
+        )
+        self.parameters_schema = {"type": "object", "properties": {}, "additionalProperties": False}
+        self.metadata = {"kind": "delegation"}
+
+    def validate(self, arguments: Any) -> _NoArgs:
+        return _convert(self.name, arguments, _NoArgs)
+
+    async def invoke(self, context: ToolContext, arguments: Any) -> ToolResult:
+        parent_tools = context.dependencies.get(SubagentParentTools)
+        return ToolResult(
+            {"subagents": self.registry.info(None if parent_tools is None else parent_tools.tools)}
+        )
+
+
+_DEFAULT_TOOL_POLICY = SubagentToolInheritancePolicy()
 
 
 def delegation_tools(

@@ -24,6 +24,7 @@ from subagents import (
     RecursiveSubagentDelegation,
     RetryPromptPart,
     RunId,
+    SubagentCapabilityInheritancePolicy,
     SubagentConfig,
     SubagentDelegationMode,
     SubagentLifecycleEvent,
@@ -31,6 +32,7 @@ from subagents import (
     SubagentRegistry,
     SubagentRunFailed,
     SubagentTask,
+    SubagentToolInheritancePolicy,
     TaskId,
     TestModel,
     ToolArgumentError,
@@ -313,8 +315,12 @@ def test_subagent_configs_are_immutable_builders() -> None:
 
     assert (base.nested_delegation, base.description) == (False, "Collects facts")
     assert (nested.nested_delegation, nested.description) == (True, "Digs deep")
-    assert nested.with_tool_inheritance("policy").tool_inheritance == "policy"
-    assert base.with_capability_inheritance("caps").capability_inheritance == "caps"
+    tools = SubagentToolInheritancePolicy(["grep"], [])
+    caps = SubagentCapabilityInheritancePolicy().with_hooks(True)
+    assert nested.with_tool_inheritance(tools).tool_inheritance == tools
+    assert base.with_capability_inheritance(caps).capability_inheritance == caps
+    assert base.tool_inheritance is None
+    assert base.capability_inheritance is None
 
 
 def test_a_subagent_needs_a_name() -> None:
