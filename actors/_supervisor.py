@@ -152,6 +152,9 @@ class SupervisorActor(pykka.ThreadingActor):
         self.agents: dict[str, str] = {}  # agent_id -> subagent_name
         self.active_by_agent: dict[str, str] = {}  # agent_id -> attempt_id
         self.closing = False
+        # An upper bound of this session's undelivered results: the store count at the
+        # last recount plus every terminal since. Admission recounts only at the limit.
+        self.undelivered_estimate = 0
         self.settle_watchers: list[Reply] = []
         self.any_watchers: list[Reply] = []
 
@@ -168,8 +171,20 @@ class SupervisorActor(pykka.ThreadingActor):
         }
     )
 
+    def _count_pending(self) -> int:
+        try:
+            return len(
+                self.rt.store.list_pending_attempts(self.rt.namespace_id, self.rt.session_id)
+            )
+        except StoreError as exc:
+            raise BackgroundSubagentError.Durability("could not count pending results") from exc
+
     def on_start(self) -> None:
         self.rt.register_thread()
+        try:
+            self.undelivered_estimate = self._count_pending()
+        except BackgroundSubagentError:
+            self.undelivered_estimate = self.rt.limits.max_undelivered_results  # recount later
         # Agents known from earlier attempts of this session may be continued.
         try:
             for record in self.rt.store.list_attempts(self.rt.namespace_id, self.rt.session_id):
@@ -237,10 +252,10 @@ class SupervisorActor(pykka.ThreadingActor):
                 active=active,
                 limit=limits.max_active_attempts,
             )
-        try:
-            pending = len(rt.store.list_pending_attempts(rt.namespace_id, rt.session_id))
-        except StoreError as exc:
-            raise BackgroundSubagentError.Durability("could not count pending results") from exc
+        pending = self.undelivered_estimate
+        if pending >= limits.max_undelivered_results:
+            # The estimate only over-counts (deliveries happen elsewhere): recount.
+            pending = self.undelivered_estimate = self._count_pending()
         if pending >= limits.max_undelivered_results:
             raise BackgroundSubagentError.QuotaExceeded(
                 "too many undelivered background results are retained",
@@ -419,6 +434,7 @@ class SupervisorActor(pykka.ThreadingActor):
         self.deltas.put(message.attempt_id, message.context_delta, message.usage)
         entry.record = message.record
         entry.state = "terminal"
+        self.undelivered_estimate += 1
         entry.cancellations.update(message.cancellation_receipts)
         self._retire(entry)
         if self.on_complete is not None:
