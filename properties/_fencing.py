@@ -11,11 +11,13 @@ step).
 
 from __future__ import annotations
 
+import math
+
 import msgspec
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, multiple, precondition, rule
 
-from storage import AttemptRecord, OwnerLease
+from storage import AttemptRecord, DeliveryClaim, OwnerLease, ResultRef
 
 from ._factories import StoreFactory
 from ._harness import LEASE_TTL, ContractMachine, build_for
@@ -24,6 +26,16 @@ NS = "ns-a"
 FENCED_NS = "ns-b"
 ACTIVE = ("starting", "running", "waiting", "accepted")
 HOSTS = ("host-a", "host-b", "host-c")
+MALFORMED = (
+    "running",
+    "claimed",
+    "result",
+    "terminal_at",
+    "generation_0",
+    "no_host",
+    "heartbeat_mismatch",
+    "nan_lease",
+)
 
 
 class FencingMachine(ContractMachine):
@@ -39,6 +51,7 @@ class FencingMachine(ContractMachine):
         self.writers: dict[str, dict[tuple[str, int], OwnerLease]] = {}
         self.stale_refusals = 0
         self.expired_acceptances = 0
+        self.malformed = 0
 
     def _writer(self, aid: str, index: int) -> OwnerLease:
         leases = list(self.writers[aid].values())
@@ -89,6 +102,38 @@ class FencingMachine(ContractMachine):
             record, owner_lease=lease, accepted_at=now - 40.0, updated_at=now - 40.0
         )
         self.accept(record)
+
+    @precondition(lambda self: self.malformed < 3)
+    @rule(agent=st.integers(0, 2), kind=st.sampled_from(MALFORMED))
+    def accept_malformed(self, agent: int, kind: str) -> None:
+        """Bad input gets a typed error and writes nothing; it never crashes the store."""
+        self.malformed += 1
+        n = self.accepted_n
+        self.accepted_n += 1
+        good = self.acceptance(n, NS, agent)
+        now = self.clock.now()
+        lease = good.owner_lease
+        bad = {
+            "running": msgspec.structs.replace(good, execution_status="running"),
+            "claimed": msgspec.structs.replace(
+                good,
+                delivery_status="claimed",
+                delivery_claim=DeliveryClaim(claim_id="claim-x", deadline=now + 60.0),
+            ),
+            "result": msgspec.structs.replace(good, result_ref=ResultRef(content="early")),
+            "terminal_at": msgspec.structs.replace(good, terminal_at=now),
+            "generation_0": msgspec.structs.replace(
+                good, owner_lease=msgspec.structs.replace(lease, fencing_generation=0)
+            ),
+            "no_host": msgspec.structs.replace(
+                good, owner_lease=msgspec.structs.replace(lease, host_instance_id="")
+            ),
+            "heartbeat_mismatch": msgspec.structs.replace(good, updated_at=now + 1.0),
+            "nan_lease": msgspec.structs.replace(
+                good, owner_lease=msgspec.structs.replace(lease, lease_expires_at=math.nan)
+            ),
+        }[kind]
+        self.accept(bad)
 
     @rule(aid=attempts)
     def retry_acceptance(self, aid: str) -> None:

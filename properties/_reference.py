@@ -21,6 +21,7 @@ Decisions taken where the contract is silent are listed in :data:`DECISIONS`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -40,6 +41,7 @@ from storage import (
     DeliveryRelease,
     IllegalTransition,
     InputPart,
+    InvalidRecord,
     NotFound,
     QuotaExceeded,
     ResultRef,
@@ -50,6 +52,7 @@ from storage import (
     TerminalCommit,
     continuation_cause,
     continuation_input,
+    result_digest,
     terminal_fingerprint,
 )
 
@@ -82,6 +85,89 @@ def common_error(classes: list[type[StoreError]]) -> type[StoreError]:
         if all(issubclass(c, candidate) for c in classes):
             return candidate
     return StoreError
+
+
+def _finite(*values: float | None) -> bool:
+    return all(v is None or math.isfinite(v) for v in values)
+
+
+def acceptance_problems(record: AttemptRecord) -> list[str]:
+    """Why ``record`` is not a canonical acceptance (empty when it is)."""
+    lease = record.owner_lease
+    problems = []
+    if record.execution_status != "accepted":
+        problems.append(f"execution {record.execution_status}")
+    if record.delivery_status != "undelivered" or record.delivery_claim is not None:
+        problems.append("not undelivered")
+    if record.retention_status != "inline":
+        problems.append(f"retention {record.retention_status}")
+    if record.result_ref is not None or record.terminal_fingerprint is not None:
+        problems.append("has a result")
+    if record.terminal_at is not None or record.retention_expires_at is not None:
+        problems.append("has terminal fields")
+    if record.failure_category is not None or record.delivered_claim_id is not None:
+        problems.append("has terminal or delivery evidence")
+    if not lease.host_instance_id or lease.fencing_generation <= 0:
+        problems.append("owner lease has no host or a generation <= 0")
+    if not _finite(lease.heartbeat_at, lease.lease_expires_at, record.accepted_at):
+        problems.append("non-finite time")
+    elif lease.lease_expires_at <= lease.heartbeat_at:
+        problems.append("lease_expires_at <= heartbeat_at")
+    if not (lease.heartbeat_at == record.accepted_at == record.updated_at):
+        problems.append("heartbeat_at, accepted_at, updated_at differ")
+    return problems
+
+
+_IDENTITY = (
+    "attempt_id",
+    "agent_id",
+    "subagent_name",
+    "namespace_id",
+    "parent_session_id",
+    "parent_run_id",
+    "linked_task_id",
+    "profile",
+    "accepted_at",
+    "trace_context",
+)
+
+
+def terminal_problems(stored: AttemptRecord, commit: TerminalCommit) -> list[str]:
+    """Why ``commit`` is not a canonical first terminal commit of ``stored``."""
+    r = commit.record
+    ref = r.result_ref
+    problems = [
+        f"{name} differs from the stored record"
+        for name in _IDENTITY
+        if getattr(r, name) != getattr(stored, name)
+    ]
+    if is_active_execution(r.execution_status):
+        problems.append(f"execution {r.execution_status} is not terminal")
+    if ref is None:
+        problems.append("no result_ref")
+    if r.delivery_status != "undelivered" or r.delivery_claim is not None:
+        problems.append("not undelivered")
+    if r.retention_status not in ("inline", "artifact"):
+        problems.append(f"retention {r.retention_status}")
+    if r.terminal_at is None or r.terminal_at != r.updated_at:
+        problems.append("terminal_at != updated_at")
+    if not _finite(r.terminal_at, r.updated_at, r.retention_expires_at):
+        problems.append("non-finite time")
+    art = commit.artifact
+    if art is not None:
+        if (
+            ref is None
+            or ref.artifact_ref != art.artifact_ref
+            or art.attempt_id != r.attempt_id
+            or art.namespace_id != r.namespace_id
+            or art.digest != result_digest(art.content)
+            or art.size_bytes != len(art.content.encode("utf-8"))
+            or r.retention_status != "artifact"
+        ):
+            problems.append("artifact does not match the record or its content")
+    elif r.retention_status == "artifact" or (ref is not None and ref.artifact_ref is not None):
+        problems.append("artifact retention without an artifact")
+    return problems
 
 
 def _noop() -> None:
@@ -385,7 +471,9 @@ class Reference:
             if stored == record and self.lease_live(stored):
                 return ok("identical retry")
             return either(StoreError, "retry after the stored record moved on or expired")
-        reasons: list[tuple[type[StoreError], str]] = []
+        reasons: list[tuple[type[StoreError], str]] = [
+            (InvalidRecord, problem) for problem in acceptance_problems(record)
+        ]
         if record.owner_lease.lease_expires_at <= self.now():
             reasons.append((Conflict, "lease already expired at store time"))
         s = self.sessions.get(record.parent_session_id)
@@ -529,7 +617,9 @@ class Reference:
                 ]
                 return ok("exact replay" + (f" after {', '.join(after)}" if after else ""))
             return err([(Conflict, "terminal already committed with another fingerprint")])
-        reasons: list[tuple[type[StoreError], str]] = []
+        reasons: list[tuple[type[StoreError], str]] = [
+            (Conflict, problem) for problem in terminal_problems(stored, commit)
+        ]
         if record.owner_lease != stored.owner_lease:
             reasons.append((StaleFence, "writer lease is not the stored owner lease"))
         elif not self.lease_live(stored):

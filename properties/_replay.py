@@ -11,6 +11,8 @@ refused.
 
 from __future__ import annotations
 
+import math
+
 import msgspec
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, multiple, precondition, rule
@@ -23,6 +25,16 @@ from ._harness import ContractMachine, build_for
 NS = "ns-a"
 LIMITS = ArtifactLimits(max_single_bytes=4096, max_retained_bytes=1 << 20)
 OUTCOMES = st.sampled_from(["completed", "failed", "cancelled"])
+MALFORMED = (
+    "no_result",
+    "claimed",
+    "terminal_at",
+    "not_terminal",
+    "agent_changed",
+    "retention_expired",
+    "deadline_past",
+    "nan_deadline",
+)
 FORGERIES = (
     "content",
     "generation",
@@ -44,6 +56,7 @@ class ReplayMachine(ContractMachine):
         super().__init__()
         self.n = 0
         self.replays_ok = 0
+        self.malformed = 0
 
     def _fresh_record(self, ttl: float = 30.0) -> AttemptRecord:
         n = self.n
@@ -112,6 +125,33 @@ class ReplayMachine(ContractMachine):
                 terminal_fingerprint=None,
             )
         self.commit(self.terminal_commit(view, outcome, "late"), "commit_terminal(owner)")
+
+    @precondition(lambda self: self.malformed < 3)
+    @rule(aid=pending, kind=st.sampled_from(MALFORMED))
+    def commit_malformed(self, aid: str, kind: str) -> None:
+        """A non-canonical first terminal commit by the owner is refused and writes nothing."""
+        self.malformed += 1
+        stored = self.model.attempts[aid]
+        if stored.result_ref is not None:
+            return
+        good = self.terminal_commit(stored, "failed", "malformed")
+        r = good.record
+        now = self.clock.now()
+        bad = {
+            "no_result": msgspec.structs.replace(r, result_ref=None),
+            "claimed": msgspec.structs.replace(
+                r,
+                delivery_status="claimed",
+                delivery_claim=DeliveryClaim(claim_id="claim-x", deadline=now + 60.0),
+            ),
+            "terminal_at": msgspec.structs.replace(r, terminal_at=now + 1.0),
+            "not_terminal": msgspec.structs.replace(r, execution_status="running"),
+            "agent_changed": msgspec.structs.replace(r, agent_id="worker-bg-ffffffff"),
+            "retention_expired": msgspec.structs.replace(r, retention_status="expired"),
+            "deadline_past": msgspec.structs.replace(r, retention_expires_at=now),
+            "nan_deadline": msgspec.structs.replace(r, retention_expires_at=math.nan),
+        }[kind]
+        self.commit(TerminalCommit(record=bad), f"commit_terminal(malformed {kind})")
 
     @rule(aid=terminals)
     def replay_exactly(self, aid: str) -> None:
