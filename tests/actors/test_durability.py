@@ -14,9 +14,10 @@ from actors import (
     ChildControl,
     ChildOutcome,
     ChildRequest,
+    OwnerIdentity,
     SupervisorLimits,
 )
-from storage import ManualClock, RetryableStorage, StaleFence
+from storage import ManualClock, RetryableStorage, SessionStore, StaleFence
 
 
 async def reporting_runner(request: ChildRequest, control: ChildControl) -> ChildOutcome:
@@ -242,3 +243,50 @@ def test_acceptance_failures_surface_as_durability_errors(
         supervisor.delegate_sync("research", "p")
     attempt = supervisor.delegate_sync("research", "p").attempt_id
     assert supervisor.wait_sync(attempt, 10).status == "completed"
+
+
+def test_a_raising_finalizer_is_retried_through_store_failures_and_fails_once(
+    faulty: FaultyStore, make_supervisor: SupervisorFactory
+) -> None:
+    gate = Gate()
+
+    async def run(request: ChildRequest, control: ChildControl) -> ChildOutcome:
+        await gate.wait()
+        # A malformed outcome: turning its usage into a dict raises inside the actor.
+        return ChildOutcome.Completed(output="x", usage=5)  # type: ignore[arg-type]
+
+    faulty.plan("heartbeat_attempt", Fault(8))
+    faulty.plan("commit_terminal", Fault(5))
+    collector = Collector()
+    supervisor = make_supervisor(runner=run, store=faulty, on_complete=collector)
+    attempt = supervisor.delegate_sync("research", "p").attempt_id
+    assert faulty.when_failed("heartbeat_attempt", 8).wait(10)
+    gate.open()
+    assert collector.event.wait(10)
+    supervisor.shutdown_checked_sync(5)
+    (result,) = collector.results
+    assert (result.attempt_id, result.status) == (attempt, "failed")
+    assert result.error == "background attempt finalizer raised TypeError"
+    assert faulty.calls["commit_terminal"] == 6
+
+
+def test_a_restarted_supervisor_continues_known_agents_and_delivers_old_results_once(
+    store: SessionStore, make_supervisor: SupervisorFactory
+) -> None:
+    first = make_supervisor(runner=reporting_runner, store=store)
+    accepted = first.delegate_sync("research", "p")
+    assert wait_terminal(first, accepted.attempt_id) == "terminal"
+    first.shutdown_checked_sync(5)
+
+    second = make_supervisor(
+        runner=reporting_runner,
+        store=store,
+        owner=OwnerIdentity(host_instance_id="host-a", fencing_generation=2),
+    )
+    (old,) = second.take_pending_sync()
+    assert (old.attempt_id, old.output, old.context_delta) == (accepted.attempt_id, "out:p", None)
+    assert second.take_pending_sync() == []
+    continued = second.delegate_sync("research", "q", agent_id=accepted.agent_id)
+    assert continued.status == "continued"
+    assert second.wait_sync(continued.attempt_id, 10).result == "out:q"
+    assert second.wait_sync(accepted.attempt_id, 0).status == "not_found"

@@ -420,3 +420,28 @@ async def test_the_async_api_delegates_steers_and_waits_without_blocking_the_loo
     assert (await supervisor.info()).active == []
     assert await supervisor.take_pending() == []
     await supervisor.shutdown_checked(5.0)
+
+
+def test_children_run_on_a_host_loop_that_shutdown_leaves_running(
+    make_supervisor: SupervisorFactory,
+) -> None:
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="host-loop")
+    thread.start()
+    try:
+        ran_on: list[asyncio.AbstractEventLoop] = []
+
+        async def run(request: ChildRequest, control: ChildControl) -> ChildOutcome:
+            ran_on.append(asyncio.get_running_loop())
+            return ChildOutcome.completed("ok")
+
+        supervisor = make_supervisor(runner=run, loop=loop)
+        supervisor.wait_sync(supervisor.delegate_sync("research", "p").attempt_id, 10)
+        supervisor.shutdown_checked_sync(5)
+        assert ran_on == [loop]
+        assert loop.is_running()
+        assert our_threads() == []
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
