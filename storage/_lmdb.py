@@ -22,7 +22,11 @@ caller becomes the next leader and runs *every* queued function in one write
 transaction, each inside its own nested child transaction, and commits once.
 A function that raises aborts only its child transaction. Every caller is
 answered (its value or its exception) only after the commit that holds its
-writes returned.
+writes returned. While writers are concurrent, a new leader briefly waits
+(woken as each one queues, at most half an fsync) for as many writers as the
+previous batch held, so N steady writers share one commit; a lone writer keeps
+the direct path. A full map aborts the batch and runs each function alone, so
+one that does not fit never fails one that does.
 
 Durability: ``sync=True`` (the default) makes every commit durable before
 ``write`` returns. ``sync=False`` trades that for speed (an OS crash may lose
