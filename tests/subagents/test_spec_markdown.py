@@ -1,0 +1,506 @@
+"""Markdown subagent files: the accepted format, every rejected input, directory loading."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from subagents import (
+    AgentConfigError,
+    PayloadError,
+    SubagentSpec,
+    SubagentSpecDiagnostic,
+    SubagentSpecError,
+    load_subagent_dir,
+    load_subagent_file,
+    parse_subagent_markdown,
+    spec_error_diagnostic,
+)
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "agents"
+MIB = 1024 * 1024
+MINIMAL = "---\nname: helper\ndescription: Helps\n---\nBe helpful.\n"
+
+
+def _bomb(levels: int = 7) -> str:
+    lines = ["---", "name: bomb", "description: d", "l0: &l0 [x, x, x, x, x, x, x, x, x, x]"]
+    for level in range(1, levels):
+        refs = ", ".join([f"*l{level - 1}"] * 10)
+        lines.append(f"l{level}: &l{level} [{refs}]")
+    return "\n".join([*lines, "---", ""])
+
+
+# ------------------------------------------------------------------ accepted format
+
+
+def test_a_minimal_file_needs_only_name_and_description() -> None:
+    spec = parse_subagent_markdown(MINIMAL)
+
+    assert spec == SubagentSpec(name="helper", description="Helps", system_prompt="Be helpful.")
+    assert spec.warnings == []
+
+
+def test_a_bom_leading_whitespace_and_crlf_line_ends_are_accepted() -> None:
+    text = (
+        "\ufeff\n  \r\n---\r\nname: helper\r\ndescription: Helps\r\n---\r\n"
+        "\r\nLine one.\r\nLine two.\r\n"
+    )
+
+    spec = parse_subagent_markdown(text)
+
+    assert spec.name == "helper"
+    assert spec.system_prompt == "Line one.\nLine two."
+
+
+def test_bytes_are_decoded_as_utf8() -> None:
+    spec = parse_subagent_markdown("---\nname: hélper\ndescription: ✓\n---\n".encode())
+
+    assert (spec.name, spec.description) == ("hélper", "✓")
+
+
+def test_the_frontmatter_ends_at_the_first_fence_line_and_the_body_is_trimmed() -> None:
+    spec = parse_subagent_markdown(
+        "---   \nname: helper\ndescription: Helps\n---  \n\n  Intro.\n\n---\n\nMore.\n\n"
+    )
+
+    assert spec.system_prompt == "Intro.\n\n---\n\nMore."
+
+
+def test_tool_lists_accept_a_list_or_a_comma_separated_string() -> None:
+    spec = parse_subagent_markdown(
+        "---\nname: a\ndescription: b\ntools: ' grep ,, view , grep'\n"
+        "optional_tools: [edit, ' shell ', edit, '']\n---\n"
+    )
+
+    assert spec.tools == ["grep", "view"]
+    assert spec.optional_tools == ["edit", "shell"]
+
+
+def test_null_or_absent_optional_keys_take_their_defaults() -> None:
+    spec = parse_subagent_markdown(
+        "---\nname: a\ndescription: b\ntools:\ninstruction: null\nmodel: ~\nmetadata:\n---\n"
+    )
+
+    assert (spec.tools, spec.instruction, spec.model, spec.metadata) == ([], None, None, {})
+
+
+def test_policy_keys_go_to_metadata_then_unknown_keys_then_the_users_metadata_wins() -> None:
+    spec = parse_subagent_markdown(
+        "---\nname: a\ndescription: b\ndenied_tools: shell\ninherit_hooks: true\n"
+        "inherit_capabilities: false\ndenied_capabilities: [telemetry]\ncolor: red\n"
+        "metadata:\n  color: blue\n  team: core\n  inherit_hooks: false\n---\n"
+    )
+
+    assert spec.metadata == {
+        "denied_tools": ["shell"],
+        "inherit_hooks": False,
+        "inherit_capabilities": False,
+        "denied_capabilities": ["telemetry"],
+        "color": "blue",
+        "team": "core",
+    }
+    assert spec.denied_tools() == ["shell"]
+    assert spec.denied_capabilities() == ["telemetry"]
+
+
+def test_unknown_keys_are_kept_and_reported_as_warnings_with_their_line() -> None:
+    spec = parse_subagent_markdown(
+        "---\nname: a\ndescription: b\ncolour: red\nmax_turns: 3\n---\n", path="agents/a.md"
+    )
+
+    assert spec.metadata == {"colour": "red", "max_turns": 3}
+    assert spec.warnings == [
+        SubagentSpecDiagnostic(
+            severity="warning",
+            message="agents/a.md:4: unknown key 'colour' kept in metadata",
+            path="agents/a.md",
+            line=4,
+            key="colour",
+        ),
+        SubagentSpecDiagnostic(
+            severity="warning",
+            message="agents/a.md:5: unknown key 'max_turns' kept in metadata",
+            path="agents/a.md",
+            line=5,
+            key="max_turns",
+        ),
+    ]
+
+
+def test_model_settings_and_config_are_mappings_or_preset_names() -> None:
+    spec = parse_subagent_markdown(
+        "---\nname: a\ndescription: b\nmodel: test:echo\ninstruction: Use for X\n"
+        "model_settings:\n  temperature: 0.2\nmodel_config: fast\n---\n"
+    )
+
+    assert spec.model == "test:echo"
+    assert spec.instruction == "Use for X"
+    assert spec.model_settings == {"temperature": 0.2}
+    assert spec.model_config == "fast"
+
+
+def test_yaml_dates_become_iso_strings_so_the_spec_stays_json() -> None:
+    spec = parse_subagent_markdown(
+        "---\nname: a\ndescription: b\nmetadata:\n  reviewed: 2024-05-01\n---\n"
+    )
+
+    assert spec.metadata == {"reviewed": "2024-05-01"}
+
+
+def test_a_few_aliases_are_fine() -> None:
+    spec = parse_subagent_markdown(
+        "---\nname: a\ndescription: b\ntools: &t [grep, view]\noptional_tools: *t\n---\n"
+    )
+
+    assert spec.optional_tools == ["grep", "view"]
+
+
+def test_a_spec_round_trips_through_plain_values() -> None:
+    spec = parse_subagent_markdown(
+        "---\nname: a\ndescription: b\ntools: grep\nmodel_settings: {t: 1}\n"
+        "extra: [1, {x: y}]\n---\nP"
+    )
+
+    value = spec.to_value()
+
+    assert SubagentSpec.from_value(value) == spec
+    assert value["warnings"][0]["key"] == "extra"
+
+
+def test_a_malformed_spec_value_is_a_payload_error() -> None:
+    with pytest.raises(PayloadError):
+        SubagentSpec.from_value({"name": "a"})
+
+
+# ------------------------------------------------------------------ rejected input
+
+BAD_INPUTS: list[tuple[str, str | bytes, str, int | None, str | None]] = [
+    ("empty text", "", "missing frontmatter", 1, None),
+    ("no frontmatter", "name: a\ndescription: b\n", "missing frontmatter", 1, None),
+    ("text before the fence", "Intro\n---\nname: a\n---\n", "missing frontmatter", 1, None),
+    ("unterminated frontmatter", "\n\n---\nname: a\n", "unterminated frontmatter", 3, None),
+    ("a list, not a mapping", "---\n- a\n- b\n---\n", "must be a YAML mapping", 2, None),
+    ("a scalar, not a mapping", "---\njust text\n---\n", "got str", 2, None),
+    (
+        "a wrong type after a BOM and CRLF lines",
+        "\ufeff\r\n---\r\nname: a\r\ndescription: [b]\r\n---\r\n",
+        "expected a string, got list",
+        4,
+        "description",
+    ),
+    ("empty frontmatter", "---\n---\nbody", "got null", 2, None),
+    ("missing name", "---\ndescription: b\n---\n", "missing required key 'name'", 2, "name"),
+    (
+        "missing description",
+        "---\nname: a\n---\n",
+        "missing required key 'description'",
+        2,
+        "description",
+    ),
+    ("null name", "---\nname:\ndescription: b\n---\n", "missing required key 'name'", 2, "name"),
+    ("blank name", "---\nname: '  '\ndescription: b\n---\n", "must not be empty", 2, "name"),
+    (
+        "name not text",
+        "---\nname: [a]\ndescription: b\n---\n",
+        "expected a string, got list",
+        2,
+        "name",
+    ),
+    (
+        "description not text",
+        "---\nname: a\ndescription: 3\n---\n",
+        "expected a string, got int",
+        3,
+        "description",
+    ),
+    (
+        "tools not a list",
+        "---\nname: a\ndescription: b\ntools: 3\n---\n",
+        "expected a list of strings or a comma-separated string, got int",
+        4,
+        "tools",
+    ),
+    (
+        "a tool that is not a name",
+        "---\nname: a\ndescription: b\ntools: [grep, {x: 1}]\n---\n",
+        "item 1 is dict",
+        4,
+        "tools",
+    ),
+    (
+        "denied_capabilities not a list",
+        "---\nname: a\ndescription: b\ndenied_capabilities: {a: 1}\n---\n",
+        "got dict",
+        4,
+        "denied_capabilities",
+    ),
+    (
+        "a flag that is not a boolean",
+        "---\nname: a\ndescription: b\ninherit_hooks: maybe\n---\n",
+        "expected true or false, got str",
+        4,
+        "inherit_hooks",
+    ),
+    (
+        "metadata not a mapping",
+        "---\nname: a\ndescription: b\n\nmetadata: [1]\n---\n",
+        "expected a mapping, got list",
+        5,
+        "metadata",
+    ),
+    (
+        "model not text",
+        "---\nname: a\ndescription: b\nmodel: 4\n---\n",
+        "expected a string, got int",
+        4,
+        "model",
+    ),
+    (
+        "model settings neither mapping nor name",
+        "---\nname: a\ndescription: b\nmodel_settings: [1]\n---\n",
+        "expected a mapping or a preset name",
+        4,
+        "model_settings",
+    ),
+    (
+        "instruction not text",
+        "---\nname: a\ndescription: b\ninstruction: [x]\n---\n",
+        "expected a string",
+        4,
+        "instruction",
+    ),
+    (
+        "a key that is not text",
+        "---\n1: a\nname: a\ndescription: b\n---\n",
+        "keys must be strings",
+        2,
+        None,
+    ),
+    (
+        "a nested key that is not text",
+        "---\nname: a\ndescription: b\nmetadata: {1: x}\n---\n",
+        "mapping keys must be strings",
+        4,
+        "metadata",
+    ),
+    (
+        "malformed YAML",
+        "---\nname: a\ndescription: [b\n---\n",
+        "invalid YAML frontmatter",
+        None,
+        None,
+    ),
+    (
+        "a python object tag",
+        "---\nname: !!python/object/apply:os.system ['echo hi']\ndescription: b\n---\n",
+        "could not determine a constructor",
+        2,
+        None,
+    ),
+    (
+        "a custom tag",
+        "---\nname: a\ndescription: !Secret b\n---\n",
+        "could not determine a constructor",
+        3,
+        None,
+    ),
+    (
+        "an impossible date",
+        "---\nname: a\ndescription: b\nwhen: 2001-02-30\n---\n",
+        "day is out of range",
+        2,
+        None,
+    ),
+    (
+        "an integer too long to convert",
+        "---\nname: a\ndescription: b\nn: " + "9" * 5000 + "\n---\n",
+        "invalid YAML frontmatter",
+        2,
+        None,
+    ),
+    (
+        "a non-finite number",
+        "---\nname: a\ndescription: b\nratio: .nan\n---\n",
+        "non-finite number",
+        4,
+        "ratio",
+    ),
+    (
+        "binary data",
+        "---\nname: a\ndescription: b\nblob: !!binary aGVsbG8=\n---\n",
+        "unsupported YAML value of type bytes",
+        4,
+        "blob",
+    ),
+    ("an alias bomb", _bomb(), "expands to more than 100000 values", 8, "l4"),
+    (
+        "a self-referencing alias",
+        "---\nname: a\ndescription: b\nloop: &x [*x]\n---\n",
+        "nested deeper than 64 levels",
+        4,
+        "loop",
+    ),
+    (
+        "deep flow nesting",
+        "---\nname: a\nx: " + "[" * 5000 + "]" * 5000 + "\n---\n",
+        "nest",
+        None,
+        None,
+    ),
+    (
+        "deep block nesting",
+        "---\nname: a\ndescription: b\nx:\n"
+        + "".join("  " * i + "- \n" for i in range(1, 90))
+        + "---\n",
+        "nested deeper than 64 levels",
+        4,
+        "x",
+    ),
+    (
+        "bytes that are not UTF-8",
+        b"---\nname: a\xff\ndescription: b\n---\n",
+        "not valid UTF-8",
+        2,
+        None,
+    ),
+    ("a lone surrogate", "---\nname: a\ndescription: \ud800\n---\n", "not valid UTF-8", 3, None),
+    (
+        "bytes over 1 MiB",
+        b"---\n" + b"#" * MIB + b"\n---\n",
+        "over the 1048576-byte (1 MiB) limit",
+        None,
+        None,
+    ),
+    (
+        "text over 1 MiB",
+        "---\n" + "é" * (MIB // 2 + 1) + "\n---\n",
+        "over the 1048576-byte",
+        None,
+        None,
+    ),
+    (
+        "two documents",
+        "---\nname: a\n--- \n",
+        "missing required key 'description'",
+        2,
+        "description",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("source", "reason", "line", "key"),
+    [pytest.param(*case[1:], id=case[0]) for case in BAD_INPUTS],
+)
+def test_bad_input_is_a_subagent_spec_error_naming_file_line_and_key(
+    source: str | bytes, reason: str, line: int | None, key: str | None
+) -> None:
+    with pytest.raises(SubagentSpecError) as raised:
+        parse_subagent_markdown(source, path="agents/bad.md")
+
+    error = raised.value
+    assert reason in error.reason
+    if line is not None:
+        assert error.line == line
+    assert error.key == key
+    assert error.path == "agents/bad.md"
+    where = "agents/bad.md" if error.line is None else f"agents/bad.md:{error.line}"
+    assert str(error).startswith(f"{where}: ")
+    if key is not None:
+        assert f"key {key!r}" in str(error)
+
+
+def test_a_spec_error_is_a_config_error_that_pickles_and_labels_bare_text() -> None:
+    with pytest.raises(SubagentSpecError) as raised:
+        parse_subagent_markdown("---\nname: a\n---\n")
+
+    error = raised.value
+    assert isinstance(error, AgentConfigError)
+    assert str(error) == "<text>:2: key 'description': missing required key 'description'"
+    copy = pickle.loads(pickle.dumps(error))
+    assert (copy.reason, copy.path, copy.line, copy.key, str(copy)) == (
+        error.reason,
+        error.path,
+        error.line,
+        error.key,
+        str(error),
+    )
+
+
+def test_something_that_is_neither_text_nor_bytes_is_a_spec_error() -> None:
+    bad: Any = 42
+    with pytest.raises(SubagentSpecError, match="expected markdown text or bytes"):
+        parse_subagent_markdown(bad)
+
+
+def test_exactly_one_mib_is_accepted() -> None:
+    head = b"---\nname: a\ndescription: b\n---\n"
+    spec = parse_subagent_markdown(head + b"x" * (MIB - len(head)))
+
+    assert len(spec.system_prompt) == MIB - len(head)
+
+
+# ------------------------------------------------------------------ files and directories
+
+
+def test_the_example_agents_load_without_warnings_or_failures() -> None:
+    loaded = load_subagent_dir(EXAMPLES)
+
+    assert [spec.name for spec in loaded.specs] == ["debugger", "researcher", "reviewer"]
+    assert loaded.diagnostics == []
+    assert all(spec.warnings == [] and spec.model == "inherit" for spec in loaded.specs)
+
+
+def test_a_directory_load_returns_sorted_specs_and_one_diagnostic_per_failed_file(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "b.md").write_text("---\nname: zed\ndescription: last\n---\n")
+    (tmp_path / "a.md").write_text("---\nname: alpha\ndescription: first\n---\n")
+    (tmp_path / "c.md").write_text("no frontmatter here")
+    (tmp_path / "d.md").write_bytes(b"---\nname: \xfe\n---\n")
+    (tmp_path / "e.md").write_text("---\nname: alpha\ndescription: again\n---\n")
+    (tmp_path / "notes.txt").write_text("ignored")
+    (tmp_path / "dir.md").mkdir()
+
+    specs, diagnostics = load_subagent_dir(tmp_path)
+
+    assert [(spec.name, spec.description) for spec in specs] == [
+        ("alpha", "first"),
+        ("zed", "last"),
+    ]
+    assert [(Path(d.path or "").name, d.severity, d.line, d.key) for d in diagnostics] == [
+        ("c.md", "error", 1, None),
+        ("d.md", "error", 2, None),
+        ("e.md", "error", None, "name"),
+    ]
+    assert "missing frontmatter" in diagnostics[0].message
+    assert "not valid UTF-8" in diagnostics[1].message
+    assert "duplicate subagent name 'alpha'" in diagnostics[2].message
+    assert diagnostics[0].message.startswith(str(tmp_path / "c.md") + ":1: ")
+
+
+def test_a_missing_directory_is_a_spec_error(tmp_path: Path) -> None:
+    with pytest.raises(SubagentSpecError, match="cannot list directory"):
+        load_subagent_dir(tmp_path / "absent")
+
+
+def test_an_unreadable_or_oversized_file_is_a_spec_error(tmp_path: Path) -> None:
+    big = tmp_path / "big.md"
+    big.write_bytes(b"---\n" + b"x" * MIB)
+
+    with pytest.raises(SubagentSpecError, match="cannot read file"):
+        load_subagent_file(tmp_path / "absent.md")
+    with pytest.raises(SubagentSpecError, match="1 MiB") as raised:
+        load_subagent_file(big)
+    assert raised.value.path == str(big)
+
+
+def test_a_spec_error_converts_to_an_error_diagnostic() -> None:
+    error = SubagentSpecError("bad", path="x.md", line=3, key="tools")
+
+    assert spec_error_diagnostic(error) == SubagentSpecDiagnostic(
+        severity="error", message="x.md:3: key 'tools': bad", path="x.md", line=3, key="tools"
+    )
