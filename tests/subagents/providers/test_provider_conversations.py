@@ -187,7 +187,9 @@ async def test_a_parent_delegates_to_a_child_on_another_provider_and_usage_adds_
     result = await app.run("Ask the researcher for the capital of France.", context)
 
     assert result.output == "The researcher says: Paris."
+    [delegation] = result.messages[1].tool_calls()  # type: ignore[union-attr]
     [(call_id, content)] = case.tool_results(parent_server.bodies()[1])
+    assert call_id == delegation.tool_call_id
     assert json.loads(content)["output"] == "Research done: Paris."
     assert "Find the capital of France." in json.dumps(child_server.bodies()[0])
     # Two parent requests plus one child request, each 20 in / 8 out / 4 cached.
