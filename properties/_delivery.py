@@ -29,6 +29,7 @@ from storage import (
     DeliveryClaim,
     InputPart,
     Retryable,
+    RunAdmissionReceipt,
     RunRecord,
 )
 
@@ -64,6 +65,7 @@ class DeliveryMachine(ContractMachine):
         self.requests: dict[str, AcquireContinuation] = {}
         self.continuations = 0
         self.toggles = 0
+        self.keyed: list[tuple[str, RunRecord]] = []
 
     # -- results ----------------------------------------------------------------------------
 
@@ -98,6 +100,51 @@ class DeliveryMachine(ContractMachine):
         run_id = self.admit_plain_run(self.sid, "consumer")
         if run_id is not None:
             self.consumers.append(run_id)
+
+    @rule(variant=st.sampled_from(["new", "replay", "other_request"]))
+    def admit_with_idempotency_key(self, variant: str) -> None:
+        """Same key and request: the first receipt again; same key, other request: refused."""
+        now = self.clock.now()
+        if variant == "new" or not self.keyed:
+            key = self.fresh("key")
+            run_id = self.fresh("consumer")
+            run = RunRecord(
+                session_id=self.sid,
+                run_id=run_id,
+                created_at=now,
+                updated_at=now,
+                input=(InputPart(text=f"turn {run_id}"),),
+                trigger_type="user",
+                admission_lease=AdmissionLease(
+                    admission_id=f"adm-{run_id}",
+                    host_instance_id="host-runs",
+                    fencing_generation=1,
+                    lease_expires_at=now + RUN_TTL,
+                ),
+            )
+        else:
+            key, run = self.keyed[-1]
+            if variant == "other_request":
+                run = msgspec.structs.replace(run, input=(InputPart(text="another turn"),))
+        outcome = self.model.admit_run(run, key)
+        replay = outcome.error is None and (self.sid, key) in self.model.idempotency
+
+        def check(receipt: RunAdmissionReceipt) -> None:
+            if receipt.run.run_id != run.run_id or receipt.idempotent_replay != replay:
+                raise self.violation(
+                    f"admit_run(key={key}): receipt run {receipt.run.run_id} "
+                    f"replay={receipt.idempotent_replay}, want {run.run_id} replay={replay}"
+                )
+
+        got = self.expect(
+            f"admit_run(idempotency {variant})",
+            lambda: self.store.admit_run(run, idempotency_key=key),
+            outcome,
+            check=check,
+        )
+        if got is not None and not replay:
+            self.keyed.append((key, run))
+            self.consumers.append(run.run_id)
 
     def _run(self, index: int) -> str | None:
         if not self.consumers:

@@ -39,6 +39,7 @@ from storage import (
     DeliveryClaim,
     DeliveryClaimed,
     DeliveryRelease,
+    IdempotencyConflict,
     IllegalTransition,
     InputPart,
     InvalidRecord,
@@ -287,6 +288,8 @@ class Reference:
         self.canonical_inputs: dict[str, bytes] = {}
         """Per attempt: the bytes of the canonical continuation input at delivery."""
         self._run_order = 0
+        self.idempotency: dict[tuple[str, str], RunRecord] = {}
+        """(session, idempotency key) -> the request first admitted under it."""
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -376,10 +379,16 @@ class Reference:
 
     # -- runs -------------------------------------------------------------------------------
 
-    def admit_run(self, run: RunRecord) -> Outcome:
+    def admit_run(self, run: RunRecord, idempotency_key: str | None = None) -> Outcome:
         s = self.sessions.get(run.session_id)
         if s is None:
             return err([(NotFound, "no such session")])
+        if idempotency_key is not None:
+            first = self.idempotency.get((run.session_id, idempotency_key))
+            if first is not None:
+                if first == run:
+                    return ok("same key, same request: the first receipt again")
+                return err([(IdempotencyConflict, "same key, another request")])
         reasons: list[tuple[type[StoreError], str]] = []
         if s.status != "active":
             reasons.append((Conflict, f"session is {s.status}"))
@@ -392,7 +401,13 @@ class Reference:
             reasons.append((RunConflict, f"run {live.run_id} is live"))
         if reasons:
             return err(reasons)
-        return ok("admitted", lambda: self._add_run(run))
+
+        def apply() -> None:
+            self._add_run(run)
+            if idempotency_key is not None:
+                self.idempotency[(run.session_id, idempotency_key)] = run
+
+        return ok("admitted", apply)
 
     def _add_run(self, run: RunRecord) -> None:
         self._run_order += 1
