@@ -237,6 +237,15 @@ def _load_yaml(located: _Located, path: str | None) -> tuple[Any, dict[str, int]
         raise SubagentSpecError(
             f"invalid YAML frontmatter: {_short(problem)}", path=path, line=line
         ) from None
+    except yaml.reader.ReaderError as error:
+        line = located.first_line + located.frontmatter.count("\n", 0, max(error.position, 0))
+        raise SubagentSpecError(
+            f"invalid YAML frontmatter: unacceptable character #x{error.character:04x}"
+            if isinstance(error.character, int)
+            else "invalid YAML frontmatter: unacceptable character",
+            path=path,
+            line=line,
+        ) from None
     except RecursionError:
         raise SubagentSpecError(
             "invalid YAML frontmatter: nested too deeply", path=path, line=located.first_line

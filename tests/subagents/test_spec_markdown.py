@@ -191,6 +191,13 @@ BAD_INPUTS: list[tuple[str, str | bytes, str, int | None, str | None]] = [
         4,
         "description",
     ),
+    (
+        "a control character",
+        "---\nname: a\n\ndescription: b\x07\n---\n",
+        "unacceptable character #x0007",
+        4,
+        None,
+    ),
     ("empty frontmatter", "---\n---\nbody", "got null", 2, None),
     ("missing name", "---\ndescription: b\n---\n", "missing required key 'name'", 2, "name"),
     (
