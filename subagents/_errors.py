@@ -107,13 +107,14 @@ class ProviderError(ModelError):
     """A real model provider (OpenAI-compatible, Anthropic) failed a request.
 
     Fields: ``provider`` (``openai-chat``, ``openai-responses``, ``anthropic``),
-    ``model`` and, when the server answered, ``status``. Messages and fields
-    never contain an API key (keys are redacted before the error is built),
-    and the SDK's own exception is not chained, since it holds the request
-    with its credentials.
+    ``model`` and, when the server answered, ``status`` (else ``None``).
+    Messages and fields never contain an API key (keys are redacted before
+    the error is built), and the SDK's own exception is not chained, since
+    it holds the request with its credentials.
     """
 
     provider: str
+    status: int | None = None
 
 
 class ProviderNotInstalled(ProviderError):

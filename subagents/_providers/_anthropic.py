@@ -31,7 +31,7 @@ from .._models import (
     ToolReturnPart,
     UserPromptPart,
 )
-from ._common import ProviderModel, closing_client, dumps, get, retry_text
+from ._common import ProviderModel, closing_client, create_kwargs, dumps, get, retry_text
 
 DEFAULT_MAX_TOKENS = 4096
 
@@ -182,7 +182,9 @@ class AnthropicModel(ProviderModel):
     async def _request_once(
         self, client: Any, messages: Sequence[ModelMessage], params: ModelRequestParameters
     ) -> ModelResponse:
-        message = await client.messages.create(**self._body(messages, params))
+        message = await client.messages.create(
+            **create_kwargs(client.messages.create, self._body(messages, params))
+        )
         self._check_refusal(get(message, "stop_reason"))
         parts: list[ResponsePart] = []
         for block in get(message, "content", []):
@@ -208,7 +210,8 @@ class AnthropicModel(ProviderModel):
     ) -> AsyncGenerator[ModelStreamEvent, None]:
         body = self._body(messages, params)
         body["stream"] = True
-        stream = await client.messages.create(**body)
+        create = client.messages.create
+        stream = await create(**create_kwargs(create, body))
         blocks: dict[int, dict[str, Any]] = {}
         usage: dict[str, int] = {}
         stop_reason: str | None = None

@@ -562,6 +562,31 @@ async def closing_client(client: Any) -> AsyncIterator[Any]:
         await client.close()
 
 
+def create_kwargs(create: Any, body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` as keyword arguments for the SDK's ``create``.
+
+    Keys the installed SDK version does not know as parameters (a sampling
+    setting it dropped or never had) travel in ``extra_body``, so the wire
+    request is the same on every SDK version.
+    """
+    try:
+        known = inspect.signature(create).parameters
+    except (TypeError, ValueError):  # pragma: no cover - builtins have no signature
+        return body
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in known.values()):
+        return body
+    kwargs: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    for key, value in body.items():
+        if key in known or key == "extra_body":
+            kwargs[key] = value
+        else:
+            extra[key] = value
+    if extra:
+        kwargs["extra_body"] = {**extra, **kwargs.get("extra_body", {})}
+    return kwargs
+
+
 def retry_text(content: str) -> str:
     """What a retry prompt tells the model."""
     return f"{content}\n\nFix the errors and try again."

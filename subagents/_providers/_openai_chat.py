@@ -30,7 +30,7 @@ from .._models import (
     ToolReturnPart,
     UserPromptPart,
 )
-from ._common import ProviderModel, closing_client, dumps, get, retry_text
+from ._common import ProviderModel, closing_client, create_kwargs, dumps, get, retry_text
 
 
 def chat_messages(messages: Sequence[ModelMessage]) -> list[dict[str, Any]]:
@@ -150,7 +150,9 @@ class OpenAIChatModel(ProviderModel):
     async def _request_once(
         self, client: Any, messages: Sequence[ModelMessage], params: ModelRequestParameters
     ) -> ModelResponse:
-        completion = await client.chat.completions.create(**self._body(messages, params))
+        completion = await client.chat.completions.create(
+            **create_kwargs(client.chat.completions.create, self._body(messages, params))
+        )
         choices = get(completion, "choices", [])
         if not choices:
             raise ProviderError(
@@ -187,7 +189,8 @@ class OpenAIChatModel(ProviderModel):
         body["stream"] = True
         if self.stream_usage:
             body["stream_options"] = {"include_usage": True}
-        stream = await client.chat.completions.create(**body)
+        create = client.chat.completions.create
+        stream = await create(**create_kwargs(create, body))
         text: list[str] = []
         refusal: list[str] = []
         calls: dict[int, dict[str, Any]] = {}

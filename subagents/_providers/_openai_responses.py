@@ -29,7 +29,15 @@ from .._models import (
     ToolReturnPart,
     UserPromptPart,
 )
-from ._common import ProviderModel, StreamError, closing_client, dumps, get, retry_text
+from ._common import (
+    ProviderModel,
+    StreamError,
+    closing_client,
+    create_kwargs,
+    dumps,
+    get,
+    retry_text,
+)
 
 
 def responses_input(messages: Sequence[ModelMessage]) -> list[dict[str, Any]]:
@@ -156,7 +164,9 @@ class OpenAIResponsesModel(ProviderModel):
     async def _request_once(
         self, client: Any, messages: Sequence[ModelMessage], params: ModelRequestParameters
     ) -> ModelResponse:
-        response = await client.responses.create(**self._body(messages, params))
+        response = await client.responses.create(
+            **create_kwargs(client.responses.create, self._body(messages, params))
+        )
         return self._parse(response)
 
     def _parse(self, response: Any) -> ModelResponse:
@@ -195,7 +205,8 @@ class OpenAIResponsesModel(ProviderModel):
     ) -> AsyncGenerator[ModelStreamEvent, None]:
         body = self._body(messages, params)
         body["stream"] = True
-        stream = await client.responses.create(**body)
+        create = client.responses.create
+        stream = await create(**create_kwargs(create, body))
         final: Any = None
         calls: dict[int, dict[str, str]] = {}
         try:
