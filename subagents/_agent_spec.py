@@ -53,6 +53,7 @@ from ._models import (
     TestModel,
     UserPromptPart,
 )
+from ._providers import register_providers
 from ._records import Record
 from ._spec import SubagentSpec
 
@@ -98,10 +99,14 @@ class ModelProviderRegistry:
                 f"invalid model provider name {name!r} (letters, digits, '_.+-'; no ':')",
                 model_id="",
                 provider=str(name),
+                known=self.names(),
             )
         if not callable(factory):
             raise ModelResolutionError(
-                f"model provider {name!r} needs a callable factory", model_id="", provider=name
+                f"model provider {name!r} needs a callable factory",
+                model_id="",
+                provider=name,
+                known=self.names(),
             )
         with self._lock:
             if name in self._factories and not replace:
@@ -109,6 +114,7 @@ class ModelProviderRegistry:
                     f"model provider {name!r} is already registered (pass replace=True)",
                     model_id="",
                     provider=name,
+                    known=sorted(self._factories),
                 )
             self._factories[name] = factory
 
@@ -174,12 +180,14 @@ class ModelProviderRegistry:
                 f"model provider {provider!r} cannot build {model_id!r}: {error}",
                 model_id=model_id,
                 provider=provider,
+                known=self.names(),
             ) from error
         if not isinstance(model, Model):
             raise ModelResolutionError(
                 f"model provider {provider!r} returned {type(model).__name__}, not a Model",
                 model_id=model_id,
                 provider=provider,
+                known=self.names(),
             )
         return model
 
@@ -209,10 +217,13 @@ def make_test_model(model_name: str, settings: dict[str, Any]) -> Model:
         f"unknown test model {model_name!r}; use 'test:text=<answer>', 'test:echo' or 'test'",
         model_id=model_id,
         provider="test",
+        known=["test:text=<answer>", "test:echo", "test"],
     )
 
 
 _DEFAULT_PROVIDERS = ModelProviderRegistry({"test": make_test_model})
+# Real providers (openai-chat, openai-responses, anthropic); their SDKs load lazily.
+register_providers(_DEFAULT_PROVIDERS.register)
 
 
 def default_model_providers() -> ModelProviderRegistry:

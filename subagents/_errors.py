@@ -329,6 +329,7 @@ class ModelResolutionError(AgentSpecError):
 
     model_id: str
     provider: str
+    known: list[str]
 
 
 class UnknownEnvironmentProvider(AgentSpecError):
@@ -338,6 +339,7 @@ class UnknownEnvironmentProvider(AgentSpecError):
     """
 
     environment: str
+    known: list[str]
 
 
 class SubagentToolInheritanceError(SubagentError):
