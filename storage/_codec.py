@@ -169,12 +169,13 @@ _SEQ = struct.Struct(">Q")
 # Index kinds start with NUL, which no id may contain: records keep the plain id
 # as their key and every index entry sorts before every record.
 INDEX = b"\x00"
-AGENT = INDEX + b"G"
-"""``G ns\\0session\\0agent_id -> attempt_id``: the one non-terminal attempt of an agent."""
-PENDING = INDEX + b"P"
-"""``P ns\\0session\\0attempt_id``: terminal, not yet delivered."""
-CLAIM = INDEX + b"C"
-"""``C ns\\0attempt_id -> time_key(deadline)``: claimed results."""
+TRACK = INDEX + b"T"
+"""``T ns\\0session\\0`` + kind + id: one session's live attempts, claims and
+undelivered results, adjacent so one commit that moves an attempt between them
+(terminal: ``G`` to ``P``; acknowledge: drop ``C`` and ``P``) dirties one page.
+Kinds: ``G`` + agent_id -> attempt_id (the one non-terminal attempt of an agent),
+``C`` + attempt_id -> time_key(deadline) (claimed), ``P`` + attempt_id
+(terminal, not yet delivered)."""
 RETAIN = INDEX + b"R"
 """``R ns\\0 time_key(deadline) \\0 attempt_id``: results not yet expired, by deadline."""
 QUOTA = INDEX + b"Q"
@@ -207,6 +208,25 @@ def run_key(session_id: str, run_id: str) -> bytes:
 
 RECORDS_START = b"\x01"
 """Scan start that skips every index entry of a table (they start with NUL)."""
+
+
+def track_prefix(namespace_id: str, session_id: str | None = None) -> bytes:
+    """Prefix of a namespace's (or one session's) tracked entries."""
+    if session_id is None:
+        return TRACK + prefix(namespace_id)
+    return TRACK + prefix(namespace_id, session_id)
+
+
+def agent_key(namespace_id: str, session_id: str, agent_id: str) -> bytes:
+    return track_prefix(namespace_id, session_id) + b"G" + agent_id.encode("utf-8")
+
+
+def claim_key(namespace_id: str, session_id: str, attempt_id: str) -> bytes:
+    return track_prefix(namespace_id, session_id) + b"C" + attempt_id.encode("utf-8")
+
+
+def pending_key(namespace_id: str, session_id: str, attempt_id: str) -> bytes:
+    return track_prefix(namespace_id, session_id) + b"P" + attempt_id.encode("utf-8")
 
 
 def timed_key(kind: bytes, namespace_id: str, t: float, tail: str) -> bytes:

@@ -346,10 +346,10 @@ class KernelStore(SessionStore):
     def _leave_active(txn: Txn, record: AttemptRecord) -> None:
         """Drop a newly terminal attempt from the active indexes; index it as pending."""
         ns, sess, aid = record.namespace_id, record.parent_session_id, record.attempt_id
-        agent_key = codec.ikey(codec.AGENT, ns, sess, record.agent_id)
+        agent_key = codec.agent_key(ns, sess, record.agent_id)
         if txn.get("attempts", agent_key) == aid.encode("utf-8"):
             txn.delete("attempts", agent_key)
-        txn.put("attempts", codec.ikey(codec.PENDING, ns, sess, aid), b"")
+        txn.put("attempts", codec.pending_key(ns, sess, aid), b"")
         if record.retention_expires_at is not None:
             txn.put(
                 "attempts", codec.timed_key(codec.RETAIN, ns, record.retention_expires_at, aid), b""
@@ -377,11 +377,9 @@ class KernelStore(SessionStore):
             updated_at=now,
         )
         ns = record.namespace_id
-        txn.delete(
-            "attempts", codec.ikey(codec.PENDING, ns, record.parent_session_id, record.attempt_id)
-        )
+        txn.delete("attempts", codec.pending_key(ns, record.parent_session_id, record.attempt_id))
         if record.delivery_claim is not None:
-            txn.delete("attempts", codec.ikey(codec.CLAIM, ns, record.attempt_id))
+            txn.delete("attempts", codec.claim_key(ns, record.parent_session_id, record.attempt_id))
         self._put_attempt(txn, new)
         return new
 
@@ -403,7 +401,10 @@ class KernelStore(SessionStore):
             ),
             updated_at=now,
         )
-        txn.delete("attempts", codec.ikey(codec.CLAIM, record.namespace_id, record.attempt_id))
+        txn.delete(
+            "attempts",
+            codec.claim_key(record.namespace_id, record.parent_session_id, record.attempt_id),
+        )
         self._put_attempt(txn, new)
         return new
 
@@ -503,7 +504,7 @@ class KernelStore(SessionStore):
                 raise NotFound("no such session", session_id=session_id)
             if session.status == SessionStatus.DELETING:
                 return session
-            agents = codec.iprefix(codec.AGENT, session.namespace_id, session_id)
+            agents = codec.track_prefix(session.namespace_id, session_id) + b"G"
             for _, raw_id in txn.scan("attempts", agents):
                 attempt_id = raw_id.decode("utf-8")
                 record = self._attempt(txn, attempt_id)
@@ -739,7 +740,7 @@ class KernelStore(SessionStore):
                     status=str(session.status),
                 )
             ns, sess = record.namespace_id, record.parent_session_id
-            agent_key = codec.ikey(codec.AGENT, ns, sess, record.agent_id)
+            agent_key = codec.agent_key(ns, sess, record.agent_id)
             holder = txn.get("attempts", agent_key)
             if holder is not None:
                 raise Conflict(
@@ -1000,10 +1001,8 @@ class KernelStore(SessionStore):
         return self.backend.read(fn)
 
     def list_active_attempts(self, namespace_id: str) -> list[AttemptRecord]:
-        agents = codec.iprefix(codec.AGENT, namespace_id)
-
         def fn(txn: Txn) -> list[AttemptRecord]:
-            ids = [raw.decode("utf-8") for _, raw in txn.scan("attempts", agents)]
+            ids = [aid for _, aid, _ in _tracked(txn, namespace_id, b"G")]
             return [self._attempt(txn, aid) for aid in ids]
 
         return self.backend.read(fn)
@@ -1011,17 +1010,12 @@ class KernelStore(SessionStore):
     def list_pending_attempts(
         self, namespace_id: str, session_id: str | None = None
     ) -> list[AttemptRecord]:
-        scan_prefix = (
-            codec.iprefix(codec.PENDING, namespace_id)
-            if session_id is None
-            else codec.iprefix(codec.PENDING, namespace_id, session_id)
-        )
-
         def fn(txn: Txn) -> list[AttemptRecord]:
-            ids = [
-                k.rsplit(codec.SEP, 1)[1].decode("utf-8")
-                for k, _ in txn.scan("attempts", scan_prefix)
-            ]
+            if session_id is None:
+                ids = [aid for _, aid, _ in _tracked(txn, namespace_id, b"P")]
+            else:
+                scan = codec.track_prefix(namespace_id, session_id) + b"P"
+                ids = [k[len(scan) :].decode("utf-8") for k, _ in txn.scan("attempts", scan)]
             return [self._attempt(txn, aid) for aid in ids]
 
         return self.backend.read(fn)
@@ -1103,7 +1097,7 @@ class KernelStore(SessionStore):
             self._put_attempt(txn, new)
             txn.put(
                 "attempts",
-                codec.ikey(codec.CLAIM, record.namespace_id, attempt_id),
+                codec.claim_key(record.namespace_id, record.parent_session_id, attempt_id),
                 codec.time_key(claim.deadline),
             )
             return new, None
@@ -1319,26 +1313,26 @@ class KernelStore(SessionStore):
     # -- maintenance -------------------------------------------------------------------------
 
     def reconcile(self, namespace_id: str) -> list[AttemptRecord]:
-        agents = codec.iprefix(codec.AGENT, namespace_id)
-        claims = codec.iprefix(codec.CLAIM, namespace_id)
-
         def fn(txn: Txn) -> list[AttemptRecord]:
             now = self.clock.now()
+            now_key = codec.time_key(now)
             changed: list[AttemptRecord] = []
-            active = [raw_id for _, raw_id in txn.scan("attempts", agents)]
-            for raw_id in active:
-                record = self._attempt(txn, raw_id.decode("utf-8"))
+            # Collect first, then write: no write while a scan is open.
+            active: list[str] = []
+            expired_claims: list[str] = []
+            for kind, aid, value in _tracked(txn, namespace_id, b"G", b"C"):
+                if kind == b"G":
+                    active.append(aid)
+                elif value <= now_key:
+                    expired_claims.append(aid)
+            for attempt_id in active:
+                record = self._attempt(txn, attempt_id)
                 if record.owner_lease.lease_expires_at > now:
                     continue  # a live (possibly foreign) owner: leave it alone
                 lost = self._synthesize_lost(record, now)
                 self._put_attempt(txn, lost)
                 self._leave_active(txn, lost)
                 changed.append(lost)
-            expired_claims = []
-            now_key = codec.time_key(now)
-            for k, deadline in txn.scan("attempts", claims):
-                if deadline <= now_key:
-                    expired_claims.append(k[len(claims) :].decode("utf-8"))
             for attempt_id in expired_claims:
                 record = self._attempt(txn, attempt_id)
                 if (
@@ -1348,7 +1342,7 @@ class KernelStore(SessionStore):
                     raise CorruptRecord(
                         "claim index names an unclaimed attempt",
                         table="attempts",
-                        key=codec.ikey(codec.CLAIM, namespace_id, attempt_id),
+                        key=codec.claim_key(namespace_id, record.parent_session_id, attempt_id),
                     )
                 fate, new = self._settle_expired_claim(txn, record, now)
                 if fate != "keep":
@@ -1455,6 +1449,41 @@ class KernelStore(SessionStore):
 
 
 # -- validation (pure) ---------------------------------------------------------------------
+
+
+def _tracked(txn: Txn, namespace_id: str, *kinds: bytes) -> list[tuple[bytes, str, bytes]]:
+    """``(kind, id, value)`` of every tracked entry of ``kinds`` in a namespace.
+
+    Walks the namespace session by session, reading only each session's entries
+    of ``kinds`` and seeking past the rest, so the cost follows the sessions with
+    tracked entries plus the matching entries (not, say, every undelivered
+    result when only live attempts are wanted). For ``G`` the id is the attempt
+    id (the value), otherwise the id in the key.
+    """
+    base = codec.track_prefix(namespace_id)
+    out: list[tuple[bytes, str, bytes]] = []
+    start = base
+    while True:
+        scan = iter(txn.scan("attempts", base, start))
+        first = next(scan, None)
+        _close(scan)
+        if first is None:
+            return out
+        key = first[0]
+        cut = key.index(codec.SEP, len(base)) + 1
+        for kind in kinds:
+            region = key[:cut] + kind
+            for k, value in txn.scan("attempts", region):
+                ident = value if kind == b"G" else k[len(region) :]
+                out.append((kind, ident.decode("utf-8"), value))
+        start = key[: cut - 1] + b"\x01"  # past every key of this session
+
+
+def _close(iterator: object) -> None:
+    # Release a backend cursor now rather than at garbage collection.
+    close = getattr(iterator, "close", None)
+    if close is not None:
+        close()
 
 
 def _verify_artifact(artifact: Artifact, k: bytes) -> None:

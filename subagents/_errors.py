@@ -322,9 +322,12 @@ class MissingInheritedModel(AgentSpecError):
 class ModelResolutionError(AgentSpecError):
     """A model id (``provider:model``) cannot be resolved to a ``Model``.
 
-    Fields: ``model_id``, ``provider`` and ``known`` (the registered provider
-    names). Raised for an unknown provider, a malformed id, an unknown preset,
-    or when the provider's factory itself raises (``__cause__`` is its error).
+    Fields: ``model_id``, ``provider`` and ``known`` (what would have been
+    accepted: the registered provider names; for an unknown preset, the
+    preset names; for the ``test`` provider, its model grammar). Raised for an
+    unknown provider, a malformed id, an unknown preset, or when the
+    provider's factory raises (``__cause__`` is its error) or returns
+    something that is not a ``Model``.
     """
 
     model_id: str
