@@ -179,7 +179,7 @@ def test_tool_policies_are_immutable_values_that_round_trip() -> None:
     policy = SubagentToolInheritancePolicy(["grep"], ["view"], denied=["shell"])
 
     with pytest.raises(AttributeError):
-        policy.auto_inherit = False  # type: ignore[misc]
+        policy.auto_inherit = False
     assert SubagentToolInheritancePolicy.from_value(policy.to_value()) == policy
     assert policy.with_denied_tools([]).denied_tools == ()
     assert policy.denied_tools == ("shell",)
@@ -191,7 +191,7 @@ def test_capability_policies_are_immutable_values_that_round_trip() -> None:
     policy = SubagentCapabilityInheritancePolicy().with_hooks(True).with_denied_capabilities(["x"])
 
     with pytest.raises(AttributeError):
-        policy.hooks = False  # type: ignore[misc]
+        policy.hooks = False
     assert SubagentCapabilityInheritancePolicy.from_value(policy.to_value()) == policy
     assert policy.to_value() == {
         "hooks": True,
@@ -214,7 +214,7 @@ def test_a_malformed_tool_policy_value_is_a_payload_error(value: Any) -> None:
 
 def test_tool_lists_must_be_lists_of_names() -> None:
     with pytest.raises(AgentConfigError):
-        SubagentToolInheritancePolicy("grep", [])  # type: ignore[arg-type]
+        SubagentToolInheritancePolicy("grep", [])
     with pytest.raises(AgentConfigError):
         SubagentToolInheritancePolicy([1], [])  # type: ignore[list-item]
 
