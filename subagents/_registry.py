@@ -5,6 +5,13 @@ to completion on the caller's event loop, in a child context that shares the
 parent's dependencies, carries the subagent stack, and adds its usage back to
 the parent. It publishes lifecycle events on the parent context:
 ``subagent_started`` → ``subagent_completed`` or ``subagent_failed``.
+
+Before the child starts, its tool inheritance policy is resolved against the
+parent's tools (a :class:`SubagentParentTools` dependency, which every agent
+run provides): the child runs with its own tools plus the inherited ones and
+the parent hooks and bundles its capability policy selected. A required tool
+the parent cannot supply refuses the delegation with ``subagent_failed``
+(``error_kind``, ``tool_name``, ``message``) and no ``subagent_started``.
 """
 
 from __future__ import annotations
@@ -702,8 +709,9 @@ class DelegateTool(Tool):
     :class:`AgentContextHandle` (or, failing that, the :class:`AgentContext`)
     in the tool context's dependencies and fails with :class:`ToolError` when
     neither is there, or when the delegation fails (unknown subagent, nested
-    delegation, hook or child failure; ``__cause__`` is the
-    :class:`SubagentError`). The result content is
+    delegation, a required tool the parent lacks or denies, hook or child
+    failure; ``__cause__`` is the :class:`SubagentError`). Children inherit
+    from the :class:`SubagentParentTools` in the call's dependencies. The result content is
     ``{name, task_id, output, usage}``.
     """
 
