@@ -718,3 +718,63 @@ def test_a_submitted_record_with_string_statuses_is_normalized(
 ) -> None:
     record = store.accept_attempt(replace(acceptance(clock), execution_status="accepted"))  # type: ignore[arg-type]
     assert record.execution_status is ExecutionStatus.ACCEPTED
+
+
+# -- index walks --------------------------------------------------------------------------------
+
+
+def test_listings_and_reconcile_walk_every_session_of_the_namespace(
+    store: MemorySessionStore, clock: ManualClock
+) -> None:
+    setup_session(store, clock, "session-0", "parent-0")
+    setup_session(store, clock, "session-2", "parent-2")
+    live = store.accept_attempt(acceptance(clock, "subattempt_l", "ag-l", session_id="session-2"))
+    lost = store.accept_attempt(acceptance(clock, "subattempt_x", "ag-x", ttl=5.0))
+    done = drive(
+        store,
+        store.accept_attempt(
+            acceptance(
+                clock, "subattempt_d", "ag-d", session_id="session-0", parent_run_id="parent-0"
+            )
+        ),
+        clock,
+    )
+    done = store.commit_terminal(terminal(done, clock))
+    store.claim_delivery(done.attempt_id, DeliveryClaim(claim_id="c", deadline=clock.now() + 1))
+    other_ns = store.create_session(fresh_session(clock, "elsewhere", namespace_id="ns-other"))
+    store.accept_attempt(
+        acceptance(
+            clock, "subattempt_o", "ag-o", session_id=other_ns.session_id, namespace_id="ns-other"
+        )
+    )
+
+    assert sorted(r.attempt_id for r in store.list_active_attempts(NS)) == [
+        "subattempt_l",
+        "subattempt_x",
+    ]
+    assert [r.attempt_id for r in store.list_pending_attempts(NS)] == ["subattempt_d"]
+    assert store.list_pending_attempts(NS, SESSION) == []
+    clock.advance(5)
+    changed = {r.attempt_id: r for r in store.reconcile(NS)}
+    assert changed["subattempt_x"].failure_category == "host_process_lost"
+    assert changed["subattempt_d"].delivery_status == "undelivered"
+    assert set(changed) == {"subattempt_x", "subattempt_d"}
+    assert [r.attempt_id for r in store.list_active_attempts(NS)] == [live.attempt_id]
+    assert sorted(r.attempt_id for r in store.list_pending_attempts(NS)) == [
+        "subattempt_d",
+        lost.attempt_id,
+    ]
+    assert [r.attempt_id for r in store.list_active_attempts("ns-other")] == ["subattempt_o"]
+
+
+def test_reconcile_never_reads_delivered_history(
+    store: MemorySessionStore, clock: ManualClock
+) -> None:
+    old = _terminal_record(store, clock, attempt_id="subattempt_old", agent_id="ag-old")
+    store.claim_delivery(old.attempt_id, _claim("c", clock))
+    store.acknowledge_delivery(old.attempt_id, "c")
+    # Unreadable history: a reconcile that touched it would raise CorruptRecord.
+    store.backend.write(lambda txn: txn.put("attempts", codec.attempt_key(old.attempt_id), b"\xc1"))
+    store.accept_attempt(acceptance(clock))
+    clock.advance(31)
+    assert [r.attempt_id for r in store.reconcile(NS)] == ["subattempt_1"]
