@@ -27,7 +27,8 @@ split, trimmed, empties and repeats dropped), ``inherit_hooks``,
 ``spec.metadata`` holds, in this order: ``denied_tools``, ``inherit_hooks``,
 ``inherit_capabilities`` and ``denied_capabilities`` when given, then every
 unknown key (each also reported in ``spec.warnings``, never silently dropped),
-then the user's ``metadata`` mapping, which wins on a clash.
+then the user's ``metadata`` mapping, which wins on a clash. A repeated key
+keeps its last value (as YAML does) and is reported in ``spec.warnings`` too.
 
 Limits, each a :class:`SubagentSpecError`: the input may be at most
 :data:`MAX_SPEC_BYTES` (1 MiB) of UTF-8; the YAML may expand (aliases
@@ -217,18 +218,27 @@ def _locate(text: str, path: str | None) -> _Located:
     )
 
 
-def _load_yaml(located: _Located, path: str | None) -> tuple[Any, dict[str, int]]:
-    """Safe-load the frontmatter; also return each top-level key's original line."""
+def _load_yaml(
+    located: _Located, path: str | None
+) -> tuple[Any, dict[str, int], list[tuple[str, int]]]:
+    """Safe-load the frontmatter.
+
+    Also returns each top-level key's original line (its last occurrence,
+    whose value YAML keeps) and the repeated keys with the line of each repeat.
+    """
     key_lines: dict[str, int] = {}
+    repeats: list[tuple[str, int]] = []
     loader = _Loader(located.frontmatter)
     try:
         node = loader.get_single_node()
         if isinstance(node, yaml.MappingNode):
             for key_node, _ in node.value:
-                if isinstance(key_node, yaml.ScalarNode):
-                    key_lines.setdefault(
-                        str(key_node.value), located.first_line + key_node.start_mark.line
-                    )
+                if isinstance(key_node, yaml.ScalarNode) and key_node.tag.endswith(":str"):
+                    key = str(key_node.value)
+                    line = located.first_line + key_node.start_mark.line
+                    if key in key_lines:
+                        repeats.append((key, line))
+                    key_lines[key] = line
         data = None if node is None else loader.construct_document(node)
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
@@ -258,7 +268,7 @@ def _load_yaml(located: _Located, path: str | None) -> tuple[Any, dict[str, int]
         ) from None
     finally:
         loader.dispose()
-    return data, key_lines
+    return data, key_lines, repeats
 
 
 def _short(text: str, limit: int = 200) -> str:
@@ -379,7 +389,7 @@ def parse_subagent_markdown(source: str | bytes, *, path: str | None = None) -> 
 def _parse(source: str | bytes, path: str | None) -> SubagentSpec:
     text = _decode(source, path)
     located = _locate(text, path)
-    data, key_lines = _load_yaml(located, path)
+    data, key_lines, repeats = _load_yaml(located, path)
     if not isinstance(data, dict):
         raise SubagentSpecError(
             f"frontmatter must be a YAML mapping of keys to values, got {_type_name(data)}",
@@ -443,20 +453,25 @@ def _parse(source: str | bytes, path: str | None) -> SubagentSpec:
     if "denied_capabilities" in values:
         metadata["denied_capabilities"] = lists["denied_capabilities"]
     warnings: list[SubagentSpecDiagnostic] = []
+
+    def warn(key: str, line: int | None, what: str) -> None:
+        where = f"{path or '<text>'}:{line}" if line is not None else path or "<text>"
+        warnings.append(
+            SubagentSpecDiagnostic(
+                severity="warning",
+                message=f"{where}: {what}",
+                path=path,
+                line=line,
+                key=key,
+            )
+        )
+
+    for key, line in repeats:
+        warn(key, line, f"key {key!r} repeated; the last value wins")
     for key, value in values.items():
         if key not in _KNOWN_KEYS:
             metadata[key] = value
-            line = key_lines.get(key)
-            where = f"{path or '<text>'}:{line}" if line is not None else path or "<text>"
-            warnings.append(
-                SubagentSpecDiagnostic(
-                    severity="warning",
-                    message=f"{where}: unknown key {key!r} kept in metadata",
-                    path=path,
-                    line=line,
-                    key=key,
-                )
-            )
+            warn(key, key_lines.get(key), f"unknown key {key!r} kept in metadata")
     user_metadata = values.get("metadata")
     if user_metadata is not None:
         if not isinstance(user_metadata, dict):

@@ -130,6 +130,17 @@ def test_unknown_keys_are_kept_and_reported_as_warnings_with_their_line() -> Non
     ]
 
 
+def test_a_repeated_key_keeps_its_last_value_and_is_reported() -> None:
+    spec = parse_subagent_markdown(
+        "---\nname: first\ndescription: b\ntools: grep\nname: second\n---\n"
+    )
+
+    assert spec.name == "second"
+    assert [(w.key, w.line, w.message) for w in spec.warnings] == [
+        ("name", 5, "<text>:5: key 'name' repeated; the last value wins")
+    ]
+
+
 def test_model_settings_and_config_are_mappings_or_preset_names() -> None:
     spec = parse_subagent_markdown(
         "---\nname: a\ndescription: b\nmodel: test:echo\ninstruction: Use for X\n"
