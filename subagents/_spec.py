@@ -242,19 +242,19 @@ def _load_yaml(
         data = None if node is None else loader.construct_document(node)
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
-        line = None if mark is None else located.first_line + mark.line
         problem = error.problem or error.context or "malformed YAML"
         raise SubagentSpecError(
-            f"invalid YAML frontmatter: {_short(problem)}", path=path, line=line
+            f"invalid YAML frontmatter: {_short(problem)}",
+            path=path,
+            line=None if mark is None else located.first_line + mark.line,
         ) from None
     except yaml.reader.ReaderError as error:
-        line = located.first_line + located.frontmatter.count("\n", 0, max(error.position, 0))
         raise SubagentSpecError(
             f"invalid YAML frontmatter: unacceptable character #x{error.character:04x}"
             if isinstance(error.character, int)
             else "invalid YAML frontmatter: unacceptable character",
             path=path,
-            line=line,
+            line=located.first_line + located.frontmatter.count("\n", 0, max(error.position, 0)),
         ) from None
     except RecursionError:
         raise SubagentSpecError(
