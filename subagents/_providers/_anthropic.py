@@ -31,7 +31,15 @@ from .._models import (
     ToolReturnPart,
     UserPromptPart,
 )
-from ._common import ProviderModel, closing_client, create_kwargs, dumps, get, retry_text
+from ._common import (
+    ProviderModel,
+    closing_client,
+    create_kwargs,
+    dumps,
+    get,
+    http_client,
+    retry_text,
+)
 
 DEFAULT_MAX_TOKENS = 4096
 
@@ -158,6 +166,7 @@ class AnthropicModel(ProviderModel):
                 timeout=self.timeout,
                 max_retries=0,
                 default_headers=self._headers or None,
+                http_client=http_client(self._sdk),
             )
         )
 

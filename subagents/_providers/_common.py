@@ -32,6 +32,7 @@ import logging
 import os
 import random as _random
 import re
+import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -551,6 +552,42 @@ class ProviderModel(Model, abc.ABC):
             f"{type(self).__name__}({self.model_name!r}, base_url={self.base_url!r}, "
             f"api_key={key}, settings={self.settings!r})"
         )
+
+
+_TLS_CONTEXTS: dict[str, Any] = {}
+_TLS_LOCK = threading.Lock()
+
+
+def http_client(sdk: Any) -> Any | None:
+    """A new HTTP client for ``sdk`` that shares one TLS context per process, or ``None``.
+
+    Building a TLS context loads the CA bundle (about 50 ms); the SDK would
+    do it for every client, that is for every request here. The context is
+    built once, by the SDK's own HTTP library (``create_ssl_context``, which
+    honours ``SSL_CERT_FILE``/``SSL_CERT_DIR`` as read at first use), and
+    shared: contexts are safe to share between threads and loops. ``None``
+    (let the SDK build its own) when the SDK or its HTTP library lacks the
+    hooks this needs.
+    """
+    factory = getattr(sdk, "DefaultAsyncHttpxClient", None)
+    if factory is None:
+        return None
+    library = next(
+        (k.__module__.split(".")[0] for k in factory.__mro__ if k.__name__ == "AsyncClient"),
+        None,
+    )
+    if library is None:
+        return None
+    try:
+        with _TLS_LOCK:
+            context = _TLS_CONTEXTS.get(library)
+            if context is None:
+                context = _TLS_CONTEXTS[library] = importlib.import_module(
+                    library
+                ).create_ssl_context()
+        return factory(verify=context)
+    except Exception:  # an HTTP library without these hooks: the SDK's default
+        return None
 
 
 @contextlib.asynccontextmanager

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Sequence
 from typing import Any, ClassVar
 
-from .._errors import ContentRefused, ProviderError
+from .._errors import AgentConfigError, ContentRefused, ProviderError
 from .._models import (
     ModelMessage,
     ModelRequest,
@@ -30,7 +30,15 @@ from .._models import (
     ToolReturnPart,
     UserPromptPart,
 )
-from ._common import ProviderModel, closing_client, create_kwargs, dumps, get, retry_text
+from ._common import (
+    ProviderModel,
+    closing_client,
+    create_kwargs,
+    dumps,
+    get,
+    http_client,
+    retry_text,
+)
 
 
 def chat_messages(messages: Sequence[ModelMessage]) -> list[dict[str, Any]]:
@@ -107,6 +115,9 @@ class OpenAIChatModel(ProviderModel):
     still needs a non-empty value). Base URL: ``base_url``, else
     ``OPENAI_BASE_URL``, else OpenAI's. ``stream_usage=False`` stops asking
     for usage in streams (``stream_options``) for servers that reject it.
+    ``max_tokens`` is sent as ``max_tokens`` (what compatible servers read)
+    unless ``max_tokens_param="max_completion_tokens"`` (what OpenAI's
+    reasoning models require).
     Raises :class:`ContentRefused` when the model refuses or the content
     filter stops it. ``top_k`` is not part of this API (pass it in
     ``extra_body`` for servers that accept it).
@@ -119,9 +130,23 @@ class OpenAIChatModel(ProviderModel):
     extra: ClassVar[str] = "openai"
     unsupported_settings: ClassVar[frozenset[str]] = frozenset({"top_k"})
 
-    def __init__(self, model_name: str, *, stream_usage: bool = True, **options: Any) -> None:
+    def __init__(
+        self,
+        model_name: str,
+        *,
+        stream_usage: bool = True,
+        max_tokens_param: str = "max_tokens",
+        **options: Any,
+    ) -> None:
         super().__init__(model_name, **options)
+        if max_tokens_param not in ("max_tokens", "max_completion_tokens"):
+            raise AgentConfigError(
+                "max_tokens_param must be 'max_tokens' or 'max_completion_tokens', "
+                f"got {max_tokens_param!r}",
+                provider=self.provider,
+            )
         self.stream_usage = stream_usage
+        self.max_tokens_param = max_tokens_param
 
     def _client(self, api_key: str) -> Any:
         return closing_client(
@@ -131,6 +156,7 @@ class OpenAIChatModel(ProviderModel):
                 timeout=self.timeout,
                 max_retries=0,
                 default_headers=self._headers or None,
+                http_client=http_client(self._sdk),
             )
         )
 
@@ -139,7 +165,7 @@ class OpenAIChatModel(ProviderModel):
     ) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model_name, "messages": chat_messages(messages)}
         tools = chat_tools(params)
-        sampling = self._sampling()
+        sampling = self._sampling({"max_tokens": self.max_tokens_param})
         if tools:
             body["tools"] = tools
         else:

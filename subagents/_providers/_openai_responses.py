@@ -36,6 +36,7 @@ from ._common import (
     create_kwargs,
     dumps,
     get,
+    http_client,
     retry_text,
 )
 
@@ -143,6 +144,7 @@ class OpenAIResponsesModel(ProviderModel):
                 timeout=self.timeout,
                 max_retries=0,
                 default_headers=self._headers or None,
+                http_client=http_client(self._sdk),
             )
         )
 

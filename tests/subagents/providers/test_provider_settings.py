@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 from typing import Any
 
 import pytest
@@ -123,6 +124,19 @@ async def test_chat_sends_sampling_settings_and_extra_body(server: FakeProviderS
     assert body["messages"][0] == {"role": "user", "content": "hi"}
 
 
+async def test_chat_can_send_max_tokens_as_max_completion_tokens(
+    server: FakeProviderServer,
+) -> None:
+    server.script(CHAT.reply("text"))
+    settings = ModelSettings(max_tokens=64)
+    model = CHAT.model(server, settings=settings, max_tokens_param="max_completion_tokens")
+
+    await AgentBuilder(model).build().run("hi")
+
+    assert server.bodies()[0]["max_completion_tokens"] == 64
+    assert "max_tokens" not in server.bodies()[0]
+
+
 async def test_responses_sends_max_tokens_as_max_output_tokens(
     server: FakeProviderServer,
 ) -> None:
@@ -224,3 +238,24 @@ async def test_a_failing_tool_is_reported_back_as_an_error_tool_result(
             if b["type"] == "tool_result"
         ]
         assert block["is_error"] is True
+
+
+async def test_requests_after_the_first_do_not_reload_the_ca_bundle(
+    case: ProviderCase, server: FakeProviderServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server.script(*[case.reply("text")] * 4)
+    agent = AgentBuilder(case.model(server)).build()
+    await agent.run("warm up")
+    loads: list[object] = []
+    original = ssl.SSLContext.load_verify_locations
+
+    def counting(self: ssl.SSLContext, *args: Any, **kwargs: Any) -> None:
+        loads.append(args)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", counting)
+
+    for _ in range(3):
+        await agent.run("again")
+
+    assert loads == []
