@@ -91,6 +91,8 @@ def _check(source: str | bytes) -> None:
         assert error.path == "fuzz.md"
         assert str(error).startswith("fuzz.md")
         assert error.line is None or error.line >= 1
+        # The parser's own safety net must never fire: that would be a bug, not bad input.
+        assert not error.reason.startswith("unexpected parser failure"), error.reason
         return
     assert isinstance(spec, SubagentSpec)
     assert spec.name.strip() == spec.name and spec.name
