@@ -276,6 +276,11 @@ class SubagentCapabilityInheritancePolicy:
     ``capability_id`` or its ``name`` is. The parent's hooks and bundles are
     chosen once, when the parent agent is built, and added to the child for
     each delegation (the child's own tools win a name clash).
+
+    The two policies are independent: a bundle's tools are also ordinary
+    parent tools, so a tool policy that inherits them (by name, by
+    ``auto_inherit`` or inherit-all) still does so when the bundle itself is
+    not inherited; deny such tools in the tool policy too.
     """
 
     __slots__ = ("capability_bundles", "denied_capabilities", "hooks")

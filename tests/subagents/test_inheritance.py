@@ -321,6 +321,7 @@ async def test_a_child_projected_from_markdown_inherits_its_tools_inside_a_paren
     result = await parent.run("investigate")
 
     assert result.output == "done"
+    assert {"delegate", "shell", "ask_user_question"} <= set(parent.tools().names())
     # auto_inherit (todo; shell is denied, ask_user_question main-agent-only), then
     # the optional tool the parent has (web_search; fetch_url is absent), then required.
     assert spy.offered == [["todo", "web_search", "grep", "view"]]
