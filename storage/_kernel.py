@@ -21,9 +21,9 @@ runs          ``S`` session_id, 8-byte sequence_no             run_id
 runs          ``H`` session_id                                 RunHead (latest run)
 receipts      session_id, idempotency key                      RunAdmissionReceipt
 attempts      attempt_id                                       AttemptRecord
-attempts      ``G`` namespace, session_id, agent_id            attempt_id (non-terminal)
-attempts      ``P`` namespace, session_id, attempt_id          ``b""`` (terminal, undelivered)
-attempts      ``C`` namespace, attempt_id                      claim deadline
+attempts      ``T`` namespace, session_id, ``G`` agent_id      attempt_id (non-terminal)
+attempts      ``T`` namespace, session_id, ``C`` attempt_id    claim deadline
+attempts      ``T`` namespace, session_id, ``P`` attempt_id    ``b""`` (terminal, undelivered)
 attempts      ``R`` namespace, deadline, attempt_id            ``b""`` (not yet expired)
 attempts      ``Q`` namespace, expires_at, artifact_ref        size_bytes
 artifacts     artifact_ref                                     Artifact
@@ -31,15 +31,20 @@ continuations attempt_id                                       ContinuationRecei
 meta          ``b"schema_version"``                            version
 ============= ================================================ =====================
 
-Indexes share their records' table: on LMDB each named database a commit
-touches costs its own copied tree path (root, branches, leaf) in the fsync, so
-a terminal commit that rewrites the record and three index entries pays for
-one tree, not four. The ``G`` entries are at once the
-one-active-attempt-per-agent rule and the index of non-terminal attempts. The
-indexes keep each maintenance pass proportional to its work: reconcile reads
-``G`` and ``C`` entries only; retention expiry reads ``R`` entries only up to
-now; the aggregate artifact quota reads ``Q`` entries from now on (unexpired
-artifacts only).
+Why this layout: on LMDB every page a commit dirties is written before the
+fsync, so an operation should dirty as few pages as it can. Indexes share their
+records' table (one tree path, not one per index), and one session's ``T``
+entries are adjacent, so the usual moves (accept: add ``G``; terminal: ``G`` to
+``P``; claim: add ``C``; acknowledge: drop ``C`` and ``P``) dirty one index
+page. The ``G`` entries are at once the one-active-attempt-per-agent rule and
+the index of non-terminal attempts.
+
+Cost of maintenance: reconcile walks the namespace session by session, reading
+only ``G`` and ``C`` entries and seeking past ``P`` ones, so it follows the
+active attempts and claims (plus the sessions holding tracked entries), never
+the history of delivered results; retention expiry reads ``R`` entries only up
+to now; the aggregate artifact quota reads ``Q`` entries from now on
+(unexpired artifacts only).
 """
 
 from __future__ import annotations
