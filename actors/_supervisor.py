@@ -600,6 +600,7 @@ class BackgroundSubagentSupervisor:
         self._runtime: Runtime | None = None
         self._ref: pykka.ActorRef[Any] | None = None
         self._shutdown_threads: list[threading.Thread] = []
+        self._drained = False
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "started" if self._started else "idle"
@@ -827,7 +828,8 @@ class BackgroundSubagentSupervisor:
         With an attempt: ``not_found``, still running (``timed_out``), the
         terminal result delivered by this wait, or owned elsewhere. Without:
         waits for the next terminal attempt (if any is active) and returns a
-        summary of all.
+        summary of all. ``Closing`` once shutdown completed (pending results
+        stay available through :meth:`take_pending_sync`).
         """
         deadline = time.monotonic() + clamp_wait(timeout_seconds)
         state, payload, done = self._call("watch", attempt_id).result()
@@ -1034,48 +1036,62 @@ class BackgroundSubagentSupervisor:
                 return []
             return ids
 
-        settled: Reply = self._call("begin_shutdown", False).result(timeout=None)
-        cooperative = start + 0.8 * budget
-        try:
-            settled.result(timeout=max(0.0, cooperative - time.monotonic()))
-        except concurrent.futures.TimeoutError:
-            settled = self._call("begin_shutdown", True).result(timeout=None)
+        if not self._drained:
+            # Settle, drain callbacks and the store once; a retry after a deadline in
+            # the thread-stopping phase goes straight to it.
+            settled: Reply = self._ask_within("begin_shutdown", remaining(), False)
+            cooperative = start + 0.8 * budget
             try:
-                settled.result(timeout=remaining())
+                settled.result(timeout=max(0.0, cooperative - time.monotonic()))
             except concurrent.futures.TimeoutError:
-                raise BackgroundSubagentError.ShutdownDeadline(
-                    "shutdown deadline: attempts are still finishing; retry",
-                    unfinished=unfinished(),
-                ) from None
-        delivery = self._delivery
-        if delivery is not None:
-            pending = delivery.pending()
-            _, not_done = concurrent.futures.wait(pending, timeout=remaining())
-            if not_done:
-                raise BackgroundSubagentError.ShutdownDeadline(
-                    "shutdown deadline: completion callbacks are still running; retry",
-                    unfinished=[],
-                )
-        try:
-            self.store.drain()
-        except StoreError as exc:
-            raise BackgroundSubagentError.Durability(
-                "the store could not drain its background work"
-            ) from exc
+                settled = self._ask_within("begin_shutdown", remaining(), True)
+                try:
+                    settled.result(timeout=remaining())
+                except concurrent.futures.TimeoutError:
+                    raise BackgroundSubagentError.ShutdownDeadline(
+                        "shutdown deadline: attempts are still finishing; retry",
+                        unfinished=unfinished(),
+                    ) from None
+            delivery = self._delivery
+            if delivery is not None:
+                pending = delivery.pending()
+                _, not_done = concurrent.futures.wait(pending, timeout=remaining())
+                if not_done:
+                    raise BackgroundSubagentError.ShutdownDeadline(
+                        "shutdown deadline: completion callbacks are still running; retry",
+                        unfinished=[],
+                    )
+            try:
+                self.store.drain()
+            except StoreError as exc:
+                raise BackgroundSubagentError.Durability(
+                    "the store could not drain its background work"
+                ) from exc
+            self._drained = True
         self._stop_threads(remaining)
+
+    def _ask_within(self, name: str, timeout: float, *args: Any) -> Any:
+        """A supervisor-actor operation answered within ``timeout``, else ShutdownDeadline."""
+        try:
+            return self._call(name, *args).result(timeout=timeout)
+        except concurrent.futures.TimeoutError:
+            raise BackgroundSubagentError.ShutdownDeadline(
+                "shutdown deadline: the supervisor actor is busy; retry", unfinished=[]
+            ) from None
 
     def _stop_threads(self, remaining: Callable[[], float]) -> None:
         ref = self._ref
         assert ref is not None and self._runtime is not None
-        refs = [r for _, _, r in self._call("snapshot").result(timeout=None) if r is not None]
-        for attempt_ref in refs:
-            attempt_ref.stop(block=False)
-        try:
-            ref.stop(block=True, timeout=remaining() or 0.001)
-        except pykka.Timeout:
-            raise BackgroundSubagentError.ShutdownDeadline(
-                "shutdown deadline: the supervisor actor did not stop; retry", unfinished=[]
-            ) from None
+        if ref.is_alive():
+            snapshot = self._ask_within("snapshot", remaining())
+            for attempt_ref in [r for _, _, r in snapshot if r is not None]:
+                attempt_ref.stop(block=False)
+            try:
+                ref.stop(block=True, timeout=remaining() or 0.001)
+            except pykka.Timeout:
+                raise BackgroundSubagentError.ShutdownDeadline(
+                    "shutdown deadline: the supervisor actor did not stop; retry", unfinished=[]
+                ) from None
         stopped = True
         for pool in (self._heartbeats, self._delivery):
             if pool is not None:
