@@ -213,7 +213,7 @@ class AttemptActor(pykka.ThreadingActor):
 
     def _on_start(self) -> None:
         self.ops.append(("exec", ExecutionStatus.STARTING))
-        self._schedule("heartbeat", self.rt.limits.effective_heartbeat_interval)
+        self._schedule("heartbeat", self.rt.heartbeat_interval)
         self._pump()
 
     def _launch_child(self) -> None:
@@ -475,7 +475,7 @@ class AttemptActor(pykka.ThreadingActor):
             return
         if kind == "heartbeat":
             self._heartbeat()
-            self._schedule("heartbeat", self.rt.limits.effective_heartbeat_interval)
+            self._schedule("heartbeat", self.rt.heartbeat_interval)
         elif kind == "heartbeat-retry":
             self._heartbeat()
         elif kind == "retry":
@@ -527,7 +527,7 @@ class AttemptActor(pykka.ThreadingActor):
             self._confirm_owner(message.error)
             if self.terminal:
                 return
-        self._schedule("heartbeat-retry", self.rt.limits.effective_retry_interval)
+        self._schedule("heartbeat-retry", self.rt.retry_interval)
 
     # -- persistence -------------------------------------------------------------------------
 
@@ -543,7 +543,7 @@ class AttemptActor(pykka.ThreadingActor):
     def _arm_retry(self) -> None:
         if not self.retry_armed and not self.terminal and not self.lost:
             self.retry_armed = True
-            self._schedule("retry", self.rt.limits.effective_retry_interval)
+            self._schedule("retry", self.rt.retry_interval)
 
     def _pump(self) -> None:
         """Write queued operations in order; stop at the first unconfirmed failure."""

@@ -66,15 +66,17 @@ class SupervisorLimits(msgspec.Struct, frozen=True, kw_only=True):
         if self.retry_interval is not None and not (self.retry_interval > 0):
             raise ValueError("retry_interval must be positive")
 
-    @property
-    def effective_heartbeat_interval(self) -> float:
-        """Seconds between heartbeats: the configured value, else ``lease_ttl / 3``."""
-        return self.heartbeat_interval or self.lease_ttl / 3
+    def heartbeat_interval_for(self, lease_ttl: float) -> float:
+        """Seconds between heartbeats for a lease of ``lease_ttl``: ``lease_ttl / 3``
+        unless configured; a configured interval never exceeds half the TTL, so a
+        shorter owner lease still gets renewed in time."""
+        if self.heartbeat_interval is None:
+            return lease_ttl / 3
+        return min(self.heartbeat_interval, lease_ttl / 2)
 
-    @property
-    def effective_retry_interval(self) -> float:
+    def retry_interval_for(self, lease_ttl: float) -> float:
         """Seconds between retries of a transient store failure: at most the heartbeat interval."""
-        beat = self.effective_heartbeat_interval
+        beat = self.heartbeat_interval_for(lease_ttl)
         return beat if self.retry_interval is None else min(self.retry_interval, beat)
 
 

@@ -154,7 +154,16 @@ class Runtime:
 
     @property
     def lease_ttl(self) -> float:
+        """The owner's lease TTL when it sets one, else the limits' TTL."""
         return self.owner.lease_ttl or self.limits.lease_ttl
+
+    @property
+    def heartbeat_interval(self) -> float:
+        return self.limits.heartbeat_interval_for(self.lease_ttl)
+
+    @property
+    def retry_interval(self) -> float:
+        return self.limits.retry_interval_for(self.lease_ttl)
 
     def register_thread(self) -> None:
         """Remember the calling actor thread so shutdown can join it."""

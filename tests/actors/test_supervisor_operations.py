@@ -445,3 +445,11 @@ def test_children_run_on_a_host_loop_that_shutdown_leaves_running(
         loop.call_soon_threadsafe(loop.stop)
         thread.join(5)
         loop.close()
+
+
+def test_a_summary_wait_with_nothing_active_returns_at_once(
+    make_supervisor: SupervisorFactory,
+) -> None:
+    supervisor = make_supervisor(runner=echo_runner())
+    summary = supervisor.wait_sync(None, 300)
+    assert (summary.status, summary.timed_out, summary.attempts) == ("summary", False, [])
