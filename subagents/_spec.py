@@ -361,12 +361,14 @@ def _name_list(value: Any, fail: _Fail) -> list[str]:
     raise fail(f"expected a list of strings or a comma-separated string, got {_type_name(value)}")
 
 
-def parse_subagent_markdown(source: str | bytes, *, path: str | None = None) -> SubagentSpec:
+def parse_subagent_markdown(
+    source: str | bytes, *, path: str | os.PathLike[str] | None = None
+) -> SubagentSpec:
     """Parse one markdown subagent definition into a :class:`SubagentSpec`.
 
-    ``source`` is text or raw bytes (decoded as strict UTF-8); ``path`` only
-    labels errors. A UTF-8 BOM and leading whitespace are ignored and CRLF
-    line ends accepted. Raises :class:`SubagentSpecError` (never anything
+    ``source`` is text or raw bytes (decoded as strict UTF-8); ``path`` (text
+    or a path object) only labels errors and diagnostics. A UTF-8 BOM and
+    leading whitespace are ignored and CRLF line ends accepted. Raises :class:`SubagentSpecError` (never anything
     else) naming the path, the 1-based line in the original input and the
     key, for: input over 1 MiB or not UTF-8, missing or unterminated
     frontmatter, invalid YAML, object-constructing YAML tags, alias bombs or
@@ -374,15 +376,16 @@ def parse_subagent_markdown(source: str | bytes, *, path: str | None = None) -> 
     and a value of the wrong type. Unknown keys do not raise: they land in
     ``metadata`` and in ``warnings``.
     """
+    label = None if path is None else os.fspath(path)
     try:
-        return _parse(source, path)
+        return _parse(source, label)
     except SubagentSpecError:
         raise
     except RecursionError:
-        raise SubagentSpecError("input nested too deeply", path=path) from None
+        raise SubagentSpecError("input nested too deeply", path=label) from None
     except Exception as error:  # a bug here must still surface as the typed error
         raise SubagentSpecError(
-            f"unexpected parser failure: {type(error).__name__}: {_short(str(error))}", path=path
+            f"unexpected parser failure: {type(error).__name__}: {_short(str(error))}", path=label
         ) from error
 
 
