@@ -368,13 +368,15 @@ def parse_subagent_markdown(
 
     ``source`` is text or raw bytes (decoded as strict UTF-8); ``path`` (text
     or a path object) only labels errors and diagnostics. A UTF-8 BOM and
-    leading whitespace are ignored and CRLF line ends accepted. Raises :class:`SubagentSpecError` (never anything
-    else) naming the path, the 1-based line in the original input and the
-    key, for: input over 1 MiB or not UTF-8, missing or unterminated
-    frontmatter, invalid YAML, object-constructing YAML tags, alias bombs or
-    deep nesting, frontmatter that is not a mapping, a missing required key
-    and a value of the wrong type. Unknown keys do not raise: they land in
-    ``metadata`` and in ``warnings``.
+    leading whitespace are ignored and CRLF line ends accepted.
+
+    Raises :class:`SubagentSpecError` (never anything else) naming the path,
+    the 1-based line in the original input and the key, for: input over
+    1 MiB or not UTF-8, missing or unterminated frontmatter, invalid YAML,
+    object-constructing YAML tags, alias bombs or deep nesting, frontmatter
+    that is not a mapping, a missing required key and a value of the wrong
+    type. Unknown and repeated keys do not raise: they are reported in
+    ``spec.warnings`` (unknown keys are kept in ``metadata``).
     """
     label = None if path is None else os.fspath(path)
     try:
