@@ -26,6 +26,7 @@ from storage import (
     LmdbSessionStore,
     ManualClock,
     NotFound,
+    RetryableStorage,
     StorageFull,
     Txn,
 )
@@ -505,6 +506,55 @@ def test_many_threads_writing_at_once_are_all_answered_and_all_committed(
 
     assert errors == []
     assert len(_keys(backend)) == 8 * 25
+
+
+# -- reads ---------------------------------------------------------------------------------------
+
+
+def _in_a_held_read(
+    backend: LmdbBackend, release: threading.Event
+) -> tuple[threading.Thread, list[object]]:
+    """Start a read that stays open until ``release``; returns once it is open."""
+    inside = threading.Event()
+    seen: list[object] = []
+
+    def hold(txn: Txn) -> None:
+        seen.append(txn.get("t", b"k"))
+        inside.set()
+        assert release.wait(timeout=60)
+        seen.append(txn.get("t", b"k"))
+
+    thread = threading.Thread(target=backend.read, args=(hold,))
+    thread.start()
+    assert inside.wait(timeout=60)
+    return thread, seen
+
+
+def test_a_read_sees_one_snapshot_even_while_a_write_commits(opened: Opened) -> None:
+    backend = opened.backend()
+    backend.write(lambda txn: txn.put("t", b"k", b"old"))
+    release = threading.Event()
+    reader, seen = _in_a_held_read(backend, release)
+
+    backend.write(lambda txn: txn.put("t", b"k", b"new"))
+    release.set()
+    reader.join(timeout=60)
+
+    assert seen == [b"old", b"old"]
+    assert backend.read(lambda txn: txn.get("t", b"k")) == b"new"
+
+
+def test_a_full_reader_table_is_retryable(opened: Opened) -> None:
+    backend = opened.backend(max_readers=1)
+    release = threading.Event()
+    reader, _ = _in_a_held_read(backend, release)
+    try:
+        with pytest.raises(RetryableStorage):
+            backend.read(lambda txn: txn.get("t", b"k"))
+    finally:
+        release.set()
+        reader.join(timeout=60)
+    assert backend.read(lambda txn: txn.get("t", b"k")) is None
 
 
 # -- misuse and closing --------------------------------------------------------------------------
