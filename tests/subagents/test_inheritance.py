@@ -7,6 +7,7 @@ at the tool set the child's model is actually offered.
 
 from __future__ import annotations
 
+import runpy
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -432,3 +433,15 @@ async def test_an_inherited_tool_never_replaces_the_childs_own_tool_of_that_name
     ]
     returns = [r["payload"]["content"] for r in records if r["kind"] == "tool_return"]
     assert returns == ["own"]
+
+
+def test_the_markdown_subagents_example_script_runs_offline() -> None:
+    script = runpy.run_path(str(EXAMPLES.parent / "markdown_subagents.py"))
+
+    report = script["main"]("test:echo")
+
+    assert report["researcher_output"] == "Where is the config loaded?"
+    by_name = {entry["name"]: entry for entry in report["subagents"]}
+    assert by_name["researcher"]["inherited_tools"] == ["todo", "grep", "view"]
+    assert by_name["reviewer"]["inherited_tools"] == ["grep", "view", "todo"]
+    assert all(entry["available"] for entry in report["subagents"])
