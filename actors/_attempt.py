@@ -450,11 +450,10 @@ class AttemptActor(pykka.ThreadingActor):
         if self.decision is not None and not (force and self.pending is None):
             return
         self.decision = decision
-        if not self.launched:
-            # The child never ran: drop queued progress, the record moves straight on.
-            self.ops = deque(op for op in self.ops if op[0] == "terminal")
-        if not any(op[0] == "terminal" for op in self.ops):
-            self.ops.append(("terminal", None))
+        # Progress not yet persisted no longer matters: the terminal commit carries the
+        # child_run_id, and persists ``running`` itself when completing needs it. So a
+        # store that keeps refusing progress cannot hold the outcome back.
+        self.ops = deque([("terminal", None)])
         if self.launched and not self.child_done:
             self._abort_task()
 

@@ -290,3 +290,24 @@ def test_a_restarted_supervisor_continues_known_agents_and_delivers_old_results_
     assert continued.status == "continued"
     assert second.wait_sync(continued.attempt_id, 10).result == "out:q"
     assert second.wait_sync(accepted.attempt_id, 0).status == "not_found"
+
+
+def test_a_store_refusing_progress_cannot_hold_back_the_outcome(
+    faulty: FaultyStore, make_supervisor: SupervisorFactory
+) -> None:
+    started = threading.Event()
+
+    async def run(request: ChildRequest, control: ChildControl) -> ChildOutcome:
+        started.set()
+        control.report_progress("running")
+        await control.wait_cancelled()
+        return ChildOutcome.completed("ignored")
+
+    supervisor = make_supervisor(runner=run, store=faulty)
+    attempt = supervisor.delegate_sync("research", "p").attempt_id
+    assert started.wait(10)
+    faulty.fail_always("update_attempt_execution", lambda: RetryableStorage("slow disk"))
+    supervisor.cancel_sync(attempt, "stop")
+    waited = supervisor.wait_sync(attempt, 10)
+    assert (waited.status, waited.cancellation_reason) == ("cancelled", "stop")
+    faulty.fail_always("update_attempt_execution", None)
