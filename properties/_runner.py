@@ -24,6 +24,7 @@ from ._delivery import delivery_machine
 from ._factories import BUILTIN_FACTORIES, StoreFactory, resolve_factory
 from ._fencing import fencing_machine
 from ._harness import ContractMachine
+from ._planted import PLANTED, planted
 from ._profiles import PROFILES, load_profile, profile_settings
 from ._reference import DECISIONS
 from ._replay import replay_machine
@@ -77,6 +78,8 @@ def run_machine(
         raise
     except BaseException as exc:
         result.failure = _describe(exc)
+        # Recent Hypothesis versions attach the shrunk steps to the exception as notes.
+        report.extend(getattr(exc, "__notes__", []))
     result.seconds = time.monotonic() - started
     stats = cls.stats
     result.examples = stats.examples
@@ -151,6 +154,32 @@ def summarize(results: Sequence[RunResult], seconds: float, out: TextIO = sys.st
                 print("    " + line.replace("\n", "\n    "), file=out)
 
 
+def run_planted(
+    machines: Sequence[str],
+    factories: Sequence[StoreFactory],
+    *,
+    profile: str = "ci",
+    out: TextIO = sys.stdout,
+) -> int:
+    """Run each machine against its planted bug on each store; 0 only if every bug is caught."""
+    load_profile(profile)
+    missed = 0
+    for name in machines:
+        bug = PLANTED[name]
+        for factory in factories:
+            r = run_machine(name, planted(factory, bug))
+            verdict = "caught" if not r.ok else "MISSED"
+            missed += r.ok
+            print(
+                f"{verdict}: {name} x {r.store} ({r.examples} examples, {r.seconds:.1f}s)", file=out
+            )
+            if r.failure:
+                print("  " + r.failure.splitlines()[0][:300], file=out)
+                for line in r.reproduction:
+                    print("    " + line.replace("\n", "\n    "), file=out)
+    return 1 if missed else 0
+
+
 def print_paths(results: Sequence[RunResult], out: TextIO = sys.stdout) -> None:
     """Per machine (summed over stores): every exercised outcome path and its count."""
     by_machine: dict[str, dict[str, int]] = {}
@@ -180,6 +209,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         action="append",
         choices=[*MACHINES, "all"],
         help="machine to run (repeatable; default all)",
+    )
+    parser.add_argument(
+        "--planted",
+        action="store_true",
+        help="instead, run each machine against its planted-bug store: each must fail",
     )
     parser.add_argument(
         "--paths",
@@ -213,6 +247,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
     chosen: list[str] = args.machine or ["all"]
     machines = list(MACHINES) if "all" in chosen else list(dict.fromkeys(chosen))
     started = time.monotonic()
+    if args.planted:
+        return run_planted(machines, factories, profile=args.profile, out=out)
     results = run_suite(machines, factories, profile=args.profile, out=out)
     if args.paths:
         print_paths(results, out)
