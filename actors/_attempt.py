@@ -152,9 +152,13 @@ class AttemptActor(pykka.ThreadingActor):
 
     # -- pykka hooks -------------------------------------------------------------------------
 
+    def _start_actor_loop(self) -> None:
+        # pykka's extension point: run this actor's loop on a reused thread (starting a
+        # thread costs more than an attempt's own work). One loop per thread at a time.
+        self.rt.actor_threads.run(self._actor_loop)
+
     def on_start(self) -> None:
         self.thread = threading.current_thread()
-        self.rt.register_thread()
 
     def on_receive(self, message: Any) -> Any:
         try:

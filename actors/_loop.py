@@ -135,6 +135,79 @@ class WorkerPool:
         return not any(t.is_alive() for t in self.threads)
 
 
+class ThreadCache:
+    """Reusable non-daemon threads for actor loops (one actor loop per thread at a time).
+
+    Starting a thread costs far more than an attempt's own work, so a thread whose
+    actor stopped waits ``keepalive`` seconds for the next actor before ending.
+    :meth:`run` never queues: with no idle thread it starts a new one, so no actor
+    ever waits for another to stop. ``stop(timeout)`` ends idle threads and joins
+    every thread (their actors must be stopped first).
+    """
+
+    def __init__(self, name: str, keepalive: float = 30.0) -> None:
+        self._name = name
+        self._keepalive = keepalive
+        self._lock = threading.Lock()
+        self._idle: list[queue.SimpleQueue[Callable[[], None] | None]] = []
+        self._threads: list[threading.Thread] = []
+        self._closed = False
+        self._count = 0
+
+    def run(self, fn: Callable[[], None]) -> None:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("thread cache is stopped")
+            if self._idle:
+                self._idle.pop().put(fn)
+                return
+            self._count += 1
+            inbox: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+            thread = threading.Thread(
+                target=self._main, args=(inbox, fn), name=f"{self._name}-{self._count}"
+            )
+            self._threads = [t for t in self._threads if t.is_alive()]
+            self._threads.append(thread)
+        thread.start()
+
+    def _main(
+        self, inbox: queue.SimpleQueue[Callable[[], None] | None], fn: Callable[[], None] | None
+    ) -> None:
+        while fn is not None:
+            try:
+                fn()
+            except BaseException:  # an actor loop never raises; log and keep the thread
+                log.exception("actor loop raised")
+            with self._lock:
+                if self._closed:
+                    return
+                self._idle.append(inbox)
+            try:
+                fn = inbox.get(timeout=self._keepalive)
+            except queue.Empty:
+                with self._lock:
+                    if inbox in self._idle:
+                        self._idle.remove(inbox)
+                        return
+                # ``run`` took this thread just as it timed out: the work is on its way.
+                fn = inbox.get()
+
+    def stop(self, timeout: float | None) -> bool:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            threads = list(self._threads)
+        for inbox in idle:
+            inbox.put(None)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for thread in threads:
+            if thread is threading.current_thread():
+                continue
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            thread.join(remaining)
+        return not any(t.is_alive() for t in threads if t is not threading.current_thread())
+
+
 @dataclass
 class Runtime:
     """What every actor of one supervisor shares. Immutable after construction,
@@ -149,6 +222,7 @@ class Runtime:
     session_id: str
     loop: asyncio.AbstractEventLoop
     heartbeats: WorkerPool
+    actor_threads: ThreadCache
     threads_lock: threading.Lock = field(default_factory=threading.Lock)
     threads: list[threading.Thread] = field(default_factory=list)
 

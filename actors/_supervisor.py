@@ -52,7 +52,7 @@ from ._child import ChildRequest, ChildRunner
 from ._config import OwnerIdentity, SupervisorLimits
 from ._delivery import Deliverer, DeltaBox
 from ._errors import BackgroundSubagentError
-from ._loop import LoopThread, Runtime, WorkerPool
+from ._loop import LoopThread, Runtime, ThreadCache, WorkerPool
 from ._messages import (
     Abort,
     AttemptLost,
@@ -597,6 +597,7 @@ class BackgroundSubagentSupervisor:
         self._loop_thread: LoopThread | None = None
         self._heartbeats: WorkerPool | None = None
         self._delivery: WorkerPool | None = None
+        self._actor_threads: ThreadCache | None = None
         self._runtime: Runtime | None = None
         self._ref: pykka.ActorRef[Any] | None = None
         self._shutdown_threads: list[threading.Thread] = []
@@ -629,6 +630,7 @@ class BackgroundSubagentSupervisor:
             else:
                 loop = self._host_loop
             self._heartbeats = WorkerPool("subagents-heartbeat", size=2)
+            self._actor_threads = ThreadCache("subagents-attempt")
             self._delivery = WorkerPool("subagents-delivery", size=1)
             self._runtime = Runtime(
                 store=self.store,
@@ -640,6 +642,7 @@ class BackgroundSubagentSupervisor:
                 session_id=self.session_id,
                 loop=loop,
                 heartbeats=self._heartbeats,
+                actor_threads=self._actor_threads,
             )
             self._ref = SupervisorActor.start(
                 runtime=self._runtime,
@@ -1093,7 +1096,7 @@ class BackgroundSubagentSupervisor:
                     "shutdown deadline: the supervisor actor did not stop; retry", unfinished=[]
                 ) from None
         stopped = True
-        for pool in (self._heartbeats, self._delivery):
+        for pool in (self._heartbeats, self._delivery, self._actor_threads):
             if pool is not None:
                 stopped = pool.stop(remaining()) and stopped
         if self._loop_thread is not None:
@@ -1136,7 +1139,7 @@ class BackgroundSubagentSupervisor:
                 pass
             with contextlib.suppress(pykka.Timeout):
                 ref.stop(block=True, timeout=1.0)
-        for pool in (self._heartbeats, self._delivery):
+        for pool in (self._heartbeats, self._delivery, self._actor_threads):
             if pool is not None:
                 pool.stop(1.0)
         if self._loop_thread is not None:
