@@ -8,11 +8,14 @@ future). The supervisor actor owns admission, ids, the attempt table, limits,
 the completion callback and checked shutdown; one :class:`AttemptActor` per
 live attempt owns that attempt.
 
-Threads: the supervisor actor, one thread per live attempt actor, the event
-loop thread the children run on (unless the host passes its own ``loop``),
-a small heartbeat pool and one delivery thread that runs the completion
-callback. All of them are started lazily on first use and all of them end
-when :meth:`~BackgroundSubagentSupervisor.shutdown_checked` completes.
+Threads (all non-daemon, named ``subagents-*`` except the supervisor actor's):
+the supervisor actor, one thread per live attempt actor (``subagents-attempt-N``,
+reused for the next attempt once its actor stops), the event loop thread the
+children run on (``subagents-loop``, unless the host passes its own ``loop``),
+a heartbeat pool of two (``subagents-heartbeat-N``) and one delivery thread that
+runs the completion callback (``subagents-delivery-0``). They start lazily on
+first use and all of them end when
+:meth:`~BackgroundSubagentSupervisor.shutdown_checked` completes.
 """
 
 from __future__ import annotations
