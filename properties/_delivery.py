@@ -48,6 +48,7 @@ VARIANTS = (
     "stale_head",
     "head",
     "replay",
+    "deadline_now",
 )
 
 
@@ -198,7 +199,7 @@ class DeliveryMachine(ContractMachine):
     @rule(
         aid=results,
         consumer=st.integers(-1, 7),
-        deadline=st.sampled_from([10.0, 60.0]),
+        deadline=st.sampled_from([10.0, 60.0, 0.0]),
         automatic=st.booleans(),
     )
     def claim(self, aid: str, consumer: int, deadline: float, automatic: bool) -> None:
@@ -332,7 +333,7 @@ class DeliveryMachine(ContractMachine):
         return AcquireContinuation(
             attempt_id=aid,
             claim_id=claim_id,
-            claim_deadline=now + 30.0,
+            claim_deadline=now if variant == "deadline_now" else now + 30.0,
             cause=cause,
             run=run,
             expected_head_run_id=head,
@@ -383,6 +384,27 @@ class DeliveryMachine(ContractMachine):
             self.continuations += 1
 
     # -- time and maintenance ---------------------------------------------------------------
+
+    @precondition(lambda self: bool(self.consumers))
+    @rule(index=st.integers(0, 7), then=st.sampled_from(["reconcile", "nothing"]))
+    def consumer_lease_runs_out(self, index: int, then: str) -> None:
+        """Store time reaches a consumer's admission lease expiry exactly (the boundary)."""
+        run_id = self._run(index)
+        assert run_id is not None
+        expiry = self.model.runs[(self.sid, run_id)].lease_expires_at
+        if expiry is not None and expiry > self.clock.now():
+            self.clock.advance(expiry - self.clock.now())
+        if then == "reconcile":
+            self.reconcile(NS)
+
+    @rule(aid=results, then=st.sampled_from(["reconcile", "nothing"]))
+    def claim_deadline_arrives(self, aid: str, then: str) -> None:
+        """Store time reaches the current claim's deadline exactly (the boundary)."""
+        claim = self.model.attempts[aid].delivery_claim
+        if claim is not None and claim.deadline > self.clock.now():
+            self.clock.advance(claim.deadline - self.clock.now())
+        if then == "reconcile":
+            self.reconcile(NS)
 
     @rule(
         seconds=st.sampled_from([10.0, 1.0, 30.0, 60.0, 600.0]),

@@ -197,6 +197,14 @@ class FencingMachine(ContractMachine):
             self.clock.advance(wait)
         self.take_over(aid, host, 1, LEASE_TTL)
 
+    @rule(aid=attempts, overshoot=st.sampled_from([0.0, 1.0]))
+    def lease_runs_out(self, aid: str, overshoot: float) -> None:
+        """Store time reaches the owner's lease expiry exactly (or just past it)."""
+        lease = self.model.attempts[aid].owner_lease
+        wait = lease.lease_expires_at - self.clock.now() + overshoot
+        if wait > 0:
+            self.clock.advance(wait)
+
     @rule(
         aid=attempts,
         writer=st.integers(0, 3),

@@ -909,7 +909,11 @@ class Reference:
                 reasons.append((Conflict, f"stale head (head is {head})"))
         if (run.session_id, run.run_id) in self.runs:
             reasons.append((StoreError, "run id already used"))
-        if request.claim_deadline <= self.now():
+        already_claimed = (
+            rec.delivery_claim is not None and rec.delivery_claim.claim_id == request.claim_id
+        )
+        if request.claim_deadline <= self.now() and not already_claimed:
+            # The deadline bounds the claim acquire takes; under an existing claim it is moot.
             reasons.append((Conflict, "claim deadline not after now"))
         if reasons:
             out = err(reasons)
