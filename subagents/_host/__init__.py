@@ -1,0 +1,113 @@
+"""The durable RPC host: configuration, JSON-RPC framing, the v1 methods, transports.
+
+``open_host`` wires a :class:`HostService` over a data directory (LMDB) or
+memory; ``serve_stdio`` / ``serve_http`` run it. See ``openrpc.json`` beside
+this file for the wire contract.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from storage import Clock, IdSource
+
+from ._config import HostConfig, HostConfigError, default_host_config, load_host_config
+from ._config import parse_host_config as parse_host_config
+from ._datadir import (
+    DataDirBusy,
+    DataDirCorrupt,
+    DataDirError,
+    open_store,
+    resolve_data_dir,
+)
+from ._jsonrpc import ERROR_CODES, Connection, Dispatcher, ErrorCode, RpcError
+from ._methods import METHOD_NAMES, METHODS
+from ._service import HostService, map_store_error
+from ._trusted import (
+    AttemptOwned,
+    AttemptView,
+    TrustedAttempts,
+    cancel_attempt,
+    list_attempts,
+    show_attempt,
+)
+
+OPENRPC_PATH = Path(__file__).with_name("openrpc.json")
+
+
+def open_host(
+    config: HostConfig | None = None,
+    *,
+    data_dir: str | os.PathLike[str] | None = None,
+    memory: bool = False,
+    shared: bool = False,
+    host_instance_id: str | None = None,
+    clock: Clock | None = None,
+    ids: IdSource | None = None,
+    tick_seconds: float = 1.0,
+) -> HostService:
+    """A host service over ``data_dir`` (default: the config's, else ``.subagents``).
+
+    ``memory=True`` keeps everything in process. Raises :class:`HostConfigError`
+    or :class:`DataDirError` (busy, corrupt). Call ``await service.start()`` on
+    the loop that will serve it, and ``await service.close()`` at the end.
+    """
+    config = config or default_host_config()
+    directory = None if memory else resolve_data_dir(config, data_dir)
+    opened = open_store(directory, shared=shared)
+    try:
+        return HostService(
+            config,
+            store=opened.store,
+            events=opened.events,
+            clock=clock,
+            ids=ids,
+            host_instance_id=host_instance_id,
+            store_name=opened.name,
+            data_dir=opened.data_dir,
+            tick_seconds=tick_seconds,
+            closers=opened.closers,
+        )
+    except BaseException:
+        opened.close()
+        raise
+
+
+def dispatcher_for(service: HostService) -> Dispatcher:
+    """The JSON-RPC dispatcher bound to ``service`` with the configured limits."""
+    return Dispatcher(
+        service.bindings(),
+        max_request_bytes=service.config.host.max_request_bytes,
+        max_batch=service.config.host.max_batch,
+        map_error=map_store_error,
+    )
+
+
+__all__ = [
+    "ERROR_CODES",
+    "METHODS",
+    "METHOD_NAMES",
+    "OPENRPC_PATH",
+    "AttemptOwned",
+    "AttemptView",
+    "Connection",
+    "DataDirBusy",
+    "DataDirCorrupt",
+    "DataDirError",
+    "Dispatcher",
+    "ErrorCode",
+    "HostConfig",
+    "HostConfigError",
+    "HostService",
+    "RpcError",
+    "TrustedAttempts",
+    "cancel_attempt",
+    "default_host_config",
+    "dispatcher_for",
+    "list_attempts",
+    "load_host_config",
+    "open_host",
+    "parse_host_config",
+    "show_attempt",
+]

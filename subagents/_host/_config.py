@@ -1,0 +1,353 @@
+"""Host configuration: TOML loaded into frozen msgspec structs.
+
+Every problem is reported as :class:`HostConfigError` whose message names the
+file, the key (a dotted path such as ``profiles.default.model_id``) and the
+problem, e.g. ``host.toml: profiles.default.model_id: expected a string, got
+an integer``. Unknown keys are rejected, so a typo never silently disables a
+setting.
+
+Shape::
+
+    [host]                       # optional
+    data_dir = ".subagents"      # relative to the file
+    namespace = "default"
+    default_profile = "default"
+    subagents_dir = "agents"     # optional directory of markdown subagents
+    lease_ttl = 30.0
+    max_request_bytes = 1048576
+    max_batch = 32
+
+    [profiles.NAME]
+    model_id = "provider:model"  # e.g. "test:echo", "openai-responses:gpt-5"
+    instructions = "..."         # a string or a list of strings
+    toolsets = ["filesystem"]
+    subagents = ["research"]     # the names this parent exposes
+    model_settings = { temperature = 0.2 }
+
+    [subagents.NAME]
+    profile = "research"         # required
+    description = "..."
+    required_tools = ["grep"]
+    optional_tools = ["view"]
+
+A child profile never gets nested subagents, whatever its ``subagents`` list
+says: the host materializes it with delegation disabled.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from statemachines import SubagentsError
+
+from .._agent_spec import default_model_providers
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+DEFAULT_MAX_REQUEST_BYTES = 1 << 20
+DEFAULT_MAX_BATCH = 32
+
+
+class HostConfigError(SubagentsError):
+    """The host configuration is unusable. ``str(err)`` is ``file: key: problem``.
+
+    Fields: ``path`` (the file), ``key`` (dotted, or ``None`` for the whole
+    file), ``problem`` and ``fix`` (one line telling the user what to do).
+    """
+
+    path: str
+    key: str | None
+    problem: str
+    fix: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _config_error(path: str, key: str | None, problem: str, fix: str) -> HostConfigError:
+    where = f"{path}: {key}" if key else path
+    return HostConfigError(f"{where}: {problem}", path=path, key=key, problem=problem, fix=fix)
+
+
+class HostSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[host]``: where data lives and the transport limits."""
+
+    data_dir: str | None = None
+    namespace: str = "default"
+    default_profile: str = "default"
+    subagents_dir: str | None = None
+    lease_ttl: float = 30.0
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    max_batch: int = DEFAULT_MAX_BATCH
+
+
+class ProfileConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[profiles.NAME]``: one agent the host can run."""
+
+    model_id: str
+    instructions: str | list[str] = msgspec.field(default_factory=list)
+    toolsets: list[str] = msgspec.field(default_factory=list)
+    subagents: list[str] = msgspec.field(default_factory=list)
+    model_settings: dict[str, Any] = msgspec.field(default_factory=dict)
+    description: str | None = None
+
+    def instruction_list(self) -> list[str]:
+        if isinstance(self.instructions, str):
+            return [self.instructions] if self.instructions else []
+        return [text for text in self.instructions if text]
+
+
+class SubagentEntry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[subagents.NAME]``: a named child that runs with ``profile``."""
+
+    profile: str
+    description: str = ""
+    required_tools: list[str] = msgspec.field(default_factory=list)
+    optional_tools: list[str] = msgspec.field(default_factory=list)
+
+
+class _RawConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    host: HostSection = msgspec.field(default_factory=HostSection)
+    profiles: dict[str, Any] = msgspec.field(default_factory=dict)
+    subagents: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class HostConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """A validated host configuration.
+
+    ``source`` is the file it came from (``"<memory>"`` for
+    :func:`parse_host_config` without a path); ``base_dir`` resolves the
+    relative paths in it. Markdown subagents from ``host.subagents_dir`` are
+    loaded by the service, not here.
+    """
+
+    host: HostSection
+    profiles: dict[str, ProfileConfig]
+    subagents: dict[str, SubagentEntry]
+    source: str = "<memory>"
+    base_dir: str = "."
+
+    def resolve_path(self, value: str) -> Path:
+        path = Path(os.path.expanduser(value))
+        return path if path.is_absolute() else Path(self.base_dir) / path
+
+    def data_dir(self) -> Path | None:
+        return None if self.host.data_dir is None else self.resolve_path(self.host.data_dir)
+
+    def subagents_dir(self) -> Path | None:
+        value = self.host.subagents_dir
+        return None if value is None else self.resolve_path(value)
+
+    def child_profiles(self) -> set[str]:
+        """Profiles some subagent runs with (their own ``subagents`` are ignored)."""
+        return {entry.profile for entry in self.subagents.values()}
+
+
+def _key_from_path(path: str) -> str | None:
+    """msgspec's ``$.profiles.default.model_id`` / ``$.a[0]`` → ``profiles.default.model_id``."""
+    if not path or path == "$":
+        return None
+    key = path[2:] if path.startswith("$.") else path.lstrip("$")
+    return key or None
+
+
+_AT = re.compile(r" - at `(\$[^`]*)`$")
+
+
+def _validation_error(
+    source: str, exc: msgspec.ValidationError, prefix: str | None = None
+) -> HostConfigError:
+    text = str(exc)
+    match = _AT.search(text)
+    key = _key_from_path(match.group(1)) if match else None
+    if prefix is not None:
+        key = (
+            prefix
+            if key is None
+            else f"{prefix}.{key}"
+            if not key.startswith("[")
+            else prefix + key
+        )
+    problem = text[: match.start()] if match else text
+    problem = problem[0].lower() + problem[1:] if problem else "invalid value"
+    if problem.startswith("object contains unknown field"):
+        field = problem.split("`")[1] if "`" in problem else "?"
+        key = f"{key}.{field}" if key else field
+        return _config_error(
+            source, key, "unknown key", "remove it or check its spelling against examples/host.toml"
+        )
+    if problem.startswith("object missing required field"):
+        field = problem.split("`")[1] if "`" in problem else "?"
+        key = f"{key}.{field}" if key else field
+        return _config_error(source, key, "missing required key", f"add {field} = ...")
+    problem = problem.replace("`int`", "an integer").replace("`str`", "a string")
+    problem = problem.replace("`float`", "a number").replace("`array`", "a list")
+    problem = problem.replace("`object`", "a table").replace("`bool`", "a boolean")
+    problem = problem.replace("`str | array`", "a string or a list of strings")
+    return _config_error(source, key, problem, "fix the value's type (see examples/host.toml)")
+
+
+def parse_host_config(
+    text: str, *, source: str = "<memory>", base_dir: str | os.PathLike[str] = "."
+) -> HostConfig:
+    """Parse and validate TOML text. Raises :class:`HostConfigError`."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise _config_error(
+            source, None, f"not valid TOML: {exc}", "fix the TOML syntax at that line"
+        ) from None
+    try:
+        raw = msgspec.convert(data, _RawConfig, strict=True)
+    except msgspec.ValidationError as exc:
+        raise _validation_error(source, exc) from None
+    profiles: dict[str, ProfileConfig] = {}
+    for name, value in raw.profiles.items():
+        try:
+            profiles[name] = msgspec.convert(value, ProfileConfig, strict=True)
+        except msgspec.ValidationError as exc:
+            raise _validation_error(source, exc, f"profiles.{name}") from None
+    subagents: dict[str, SubagentEntry] = {}
+    for name, value in raw.subagents.items():
+        try:
+            subagents[name] = msgspec.convert(value, SubagentEntry, strict=True)
+        except msgspec.ValidationError as exc:
+            raise _validation_error(source, exc, f"subagents.{name}") from None
+    config = HostConfig(
+        host=raw.host,
+        profiles=profiles,
+        subagents=subagents,
+        source=source,
+        base_dir=os.fspath(base_dir),
+    )
+    _check(config)
+    return config
+
+
+def load_host_config(path: str | os.PathLike[str]) -> HostConfig:
+    """Load ``path``; relative paths inside resolve against its directory."""
+    file = Path(path)
+    source = os.fspath(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise _config_error(
+            source, None, "file not found", "pass --config with an existing host TOML file"
+        ) from None
+    except UnicodeDecodeError:
+        raise _config_error(source, None, "not UTF-8 text", "save the file as UTF-8") from None
+    except OSError as exc:
+        raise _config_error(
+            source, None, f"cannot read: {exc.strerror or exc}", "check the path and permissions"
+        ) from None
+    return parse_host_config(text, source=source, base_dir=file.resolve().parent)
+
+
+def _check(config: HostConfig) -> None:
+    src = config.source
+    host = config.host
+    if not (math.isfinite(host.lease_ttl) and host.lease_ttl > 0):
+        raise _config_error(
+            src, "host.lease_ttl", "must be a positive number of seconds", "e.g. lease_ttl = 30"
+        )
+    if host.max_request_bytes < 1024:
+        raise _config_error(
+            src,
+            "host.max_request_bytes",
+            "must be at least 1024",
+            "e.g. max_request_bytes = 1048576",
+        )
+    if host.max_batch < 1:
+        raise _config_error(src, "host.max_batch", "must be at least 1", "e.g. max_batch = 32")
+    if not _NAME.match(host.namespace):
+        raise _config_error(
+            src,
+            "host.namespace",
+            f"{host.namespace!r} is not a valid name",
+            "use letters, digits, '_', '.', '-'",
+        )
+    if not config.profiles:
+        raise _config_error(src, "profiles", "no profile defined", "add a [profiles.default] table")
+    providers = default_model_providers()
+    for name, profile in config.profiles.items():
+        key = f"profiles.{name}"
+        if not _NAME.match(name):
+            raise _config_error(
+                src, key, "not a valid profile name", "use letters, digits, '_', '.', '-'"
+            )
+        provider, sep, _model = profile.model_id.partition(":")
+        if not sep or not provider:
+            raise _config_error(
+                src,
+                f"{key}.model_id",
+                f"{profile.model_id!r} is not 'provider:model'",
+                'e.g. model_id = "test:echo" or "openai-responses:gpt-5"',
+            )
+        if provider not in providers:
+            known = ", ".join(providers.names())
+            raise _config_error(
+                src,
+                f"{key}.model_id",
+                f"unknown model provider {provider!r} (known: {known})",
+                "use one of the known providers",
+            )
+        for index, sub in enumerate(profile.subagents):
+            if not _NAME.match(sub):
+                raise _config_error(
+                    src,
+                    f"{key}.subagents[{index}]",
+                    f"{sub!r} is not a valid name",
+                    "use a subagent name",
+                )
+        if len(set(profile.subagents)) != len(profile.subagents):
+            raise _config_error(
+                src, f"{key}.subagents", "lists a name twice", "list each subagent once"
+            )
+    for name, entry in config.subagents.items():
+        key = f"subagents.{name}"
+        if not _NAME.match(name):
+            raise _config_error(
+                src, key, "not a valid subagent name", "use letters, digits, '_', '.', '-'"
+            )
+        if entry.profile not in config.profiles:
+            known = ", ".join(sorted(config.profiles))
+            raise _config_error(
+                src,
+                f"{key}.profile",
+                f"unknown profile {entry.profile!r} (profiles: {known})",
+                f"add [profiles.{entry.profile}] or name an existing profile",
+            )
+    if (
+        config.host.default_profile not in config.profiles
+        and config.host.default_profile != "default"
+    ):
+        raise _config_error(
+            src,
+            "host.default_profile",
+            f"unknown profile {config.host.default_profile!r}",
+            "name a profile defined under [profiles]",
+        )
+    # Names a profile exposes must be configured here, unless a markdown
+    # directory may provide them (checked when the service loads it).
+    if config.subagents_dir() is None:
+        for name, profile in config.profiles.items():
+            for index, sub in enumerate(profile.subagents):
+                if sub not in config.subagents:
+                    raise _config_error(
+                        src,
+                        f"profiles.{name}.subagents[{index}]",
+                        f"unknown subagent {sub!r}",
+                        f"add a [subagents.{sub}] table or set host.subagents_dir",
+                    )
+
+
+def default_host_config() -> HostConfig:
+    """An offline configuration: profile ``default`` on ``test:echo``, no subagents."""
+    return parse_host_config('[profiles.default]\nmodel_id = "test:echo"\n', source="<default>")

@@ -1,0 +1,1039 @@
+"""The host service: durable sessions, runs and events over one SessionStore.
+
+:class:`HostService` implements every v1 method (see :mod:`._methods`). It
+lives on one asyncio loop (the transport's); runs execute there as tasks,
+under an admission lease renewed every ``lease_ttl / 3``. One
+:class:`~actors.BackgroundSubagentSupervisor` per durable session is created
+on first need and kept for the service lifetime; a maintenance tick (and
+every run end) reconciles the store, expires retained results and admits the
+one continuation run for each terminal background result (the store makes
+that exactly-once). Store errors map to stable JSON-RPC codes
+(:func:`map_store_error`); failure text that reaches the store or a client is
+reduced to a safe public category.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from actors import (
+    BackgroundSubagentSupervisor,
+    ChildControl,
+    ChildOutcome,
+    ChildRequest,
+    OwnerIdentity,
+    SupervisorLimits,
+)
+from statemachines import RetentionStatus, RunStatus, SessionStatus, SubagentsError
+from storage import (
+    ASYNC_SUBAGENT_RESULT,
+    AcquireContinuation,
+    AdmissionLease,
+    AlreadyExists,
+    Clock,
+    Conflict,
+    Delivered,
+    DeliveryClaimed,
+    IdempotencyConflict,
+    IdSource,
+    InputPart,
+    NotFound,
+    QuotaExceeded,
+    RandomIds,
+    RetryableStorage,
+    RunConflict,
+    RunRecord,
+    SessionRecord,
+    SessionStore,
+    StaleFence,
+    StoreError,
+    SystemClock,
+    continuation_cause,
+    continuation_input,
+)
+
+from .._agent import Agent, AgentBuilder
+from .._agent_spec import (
+    AgentSpecRegistry,
+    ModelProviderRegistry,
+    default_model_providers,
+    project_subagent_spec,
+)
+from .._errors import AgentError, ModelError, UsageLimitExceeded
+from .._inheritance import SubagentToolInheritancePolicy
+from .._registry import SubagentConfig
+from .._spec import SubagentSpec, load_subagent_dir
+from ._config import HostConfig
+from ._delegation import DISABLED, build_parent_agent
+from ._eventlog import EventLog
+from ._jsonrpc import ERROR_CODES, Binding, Connection, ErrorCode, RpcError
+from ._methods import (
+    EVENT_NOTIFICATION,
+    METHOD_NAMES,
+    METHODS,
+    PROTOCOL_NAME,
+    PROTOCOL_VERSION,
+    CatalogResult,
+    DiagnosticsResult,
+    EmptyParams,
+    EventsReplayParams,
+    EventsReplayResult,
+    EventsSubscribeParams,
+    EventsSubscribeResult,
+    EventsUnsubscribeParams,
+    EventsUnsubscribeResult,
+    HostEvent,
+    InitializeParams,
+    InitializeResult,
+    ProfileGetParams,
+    ProfileInfo,
+    RunInfo,
+    RunInterruptParams,
+    RunListResult,
+    RunRef,
+    RunStartParams,
+    RunSteerParams,
+    RunSteerResult,
+    ServerInfo,
+    SessionCreateParams,
+    SessionDeleteResult,
+    SessionInfo,
+    SessionListParams,
+    SessionListResult,
+    SessionRef,
+    ShutdownResult,
+    SubagentInfo,
+    SupervisorDiagnostics,
+)
+
+log = logging.getLogger("subagents.host")
+
+SERVER_NAME = "subagents"
+SERVER_VERSION = "0.1.0"
+RPC_TRIGGER = "rpc"
+OUTPUT_PREVIEW_BYTES = 64 * 1024
+MAX_INPUT_BYTES = 64 * 1024
+MAX_STEERING_BYTES = 16 * 1024
+MAX_QUEUED_STEERING = 32
+CONTINUATION_CLAIM_SECONDS = 30.0
+_TERMINAL_RUN = {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED}
+
+
+def map_store_error(exc: Exception) -> RpcError | None:
+    """A storage or SDK error as a JSON-RPC error with a stable code (safe message)."""
+    if isinstance(exc, RpcError):
+        return exc
+    table: list[tuple[type[Exception], ErrorCode, str]] = [
+        (NotFound, ErrorCode.NOT_FOUND, "not found"),
+        (AlreadyExists, ErrorCode.ALREADY_EXISTS, "already exists with other content"),
+        (IdempotencyConflict, ErrorCode.IDEMPOTENCY_CONFLICT, "idempotency key reused"),
+        (RunConflict, ErrorCode.RUN_CONFLICT, "another run of the session is live"),
+        (StaleFence, ErrorCode.STALE_FENCE, "the lease is no longer held"),
+        (QuotaExceeded, ErrorCode.QUOTA_EXCEEDED, "a limit was reached"),
+        (RetryableStorage, ErrorCode.STORAGE_UNAVAILABLE, "storage temporarily unavailable"),
+        (Delivered, ErrorCode.CONFLICT, "already delivered"),
+        (DeliveryClaimed, ErrorCode.CONFLICT, "claimed by another consumer"),
+        (Conflict, ErrorCode.CONFLICT, "the record's state forbids this"),
+    ]
+    for kind, code, message in table:
+        if isinstance(exc, kind):
+            detail = getattr(exc, "message", "") or message
+            return RpcError(code, f"{message}: {detail}" if detail != message else message)
+    if isinstance(exc, StoreError):
+        log.error("storage failure: %s", exc)
+        return RpcError(ErrorCode.SERVER_ERROR, "durable storage operation failed")
+    return None
+
+
+def failure_category(exc: BaseException) -> str:
+    """The safe public category of a run failure (never provider text or keys)."""
+    if isinstance(exc, UsageLimitExceeded):
+        return "usage_limit"
+    if isinstance(exc, ModelError):
+        return "model_error"
+    if isinstance(exc, AgentError):
+        return "agent_error"
+    if isinstance(exc, StoreError):
+        return "storage_error"
+    return "execution_error"
+
+
+def _truncate(text: str, limit: int) -> str:
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text
+    return data[:limit].decode("utf-8", errors="ignore")
+
+
+@dataclass
+class _LiveRun:
+    session_id: str
+    run_id: str
+    admission_id: str
+    task: asyncio.Task[None] | None = None
+    steering: list[str] = field(default_factory=list)
+    steering_ids: dict[str, str] = field(default_factory=dict)
+    interrupt_reason: str | None = None
+
+
+class HostService:
+    """Every v1 method over one store; run it on one asyncio loop.
+
+    Lifecycle: ``await start()`` (startup reconciliation, maintenance tick),
+    serve, then ``await close()`` (stop admission, cancel live runs, shut
+    every supervisor down under one deadline, reconcile, release resources).
+    ``closers`` are called last, in order (the data-dir lock, the store).
+    """
+
+    def __init__(
+        self,
+        config: HostConfig,
+        *,
+        store: SessionStore,
+        events: EventLog,
+        clock: Clock | None = None,
+        ids: IdSource | None = None,
+        host_instance_id: str | None = None,
+        fencing_generation: int | None = None,
+        store_name: str = "memory",
+        data_dir: str | None = None,
+        providers: ModelProviderRegistry | None = None,
+        tick_seconds: float = 1.0,
+        shutdown_timeout: float = 5.0,
+        closers: list[Callable[[], None]] | None = None,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.events = events
+        self.clock: Clock = clock or SystemClock()
+        self.ids: IdSource = ids or RandomIds()
+        self.namespace_id = config.host.namespace
+        self.host_instance_id = host_instance_id or f"host-{self.ids.token_hex(6)}"
+        self.fencing_generation = fencing_generation or events.next_generation()
+        self.owner = OwnerIdentity(
+            host_instance_id=self.host_instance_id,
+            fencing_generation=self.fencing_generation,
+            lease_ttl=config.host.lease_ttl,
+        )
+        self.lease_ttl = config.host.lease_ttl
+        self.store_name = store_name
+        self.data_dir = data_dir
+        self.providers = providers or default_model_providers()
+        self.spec_registry = AgentSpecRegistry(model_providers=self.providers)
+        self.tick_seconds = tick_seconds
+        self.shutdown_timeout = shutdown_timeout
+        self._closers = list(closers or [])
+        self._runs: dict[tuple[str, str], _LiveRun] = {}
+        self._supervisors: dict[str, BackgroundSubagentSupervisor] = {}
+        self._subscriptions: dict[str, tuple[str, Callable[[HostEvent], None]]] = {}
+        self._accepting = True
+        self._closed = False
+        self._tick: asyncio.Task[None] | None = None
+        self._started_at = time.monotonic()
+        self.shutdown_requested = asyncio.Event()
+        self.warnings: list[str] = []
+        self.delegation = DISABLED
+        self.markdown: dict[str, SubagentSpec] = {}
+        self._load_markdown()
+
+    # -- configuration ------------------------------------------------------------------------
+
+    def _load_markdown(self) -> None:
+        directory = self.config.subagents_dir()
+        if directory is None:
+            return
+        loaded = load_subagent_dir(directory)
+        for diagnostic in loaded.diagnostics:
+            self.warnings.append(f"subagent file skipped: {diagnostic.message}")
+        self.markdown = {spec.name: spec for spec in loaded.specs}
+        for name, profile in self.config.profiles.items():
+            for sub in profile.subagents:
+                if sub not in self.config.subagents and sub not in self.markdown:
+                    self.warnings.append(
+                        f"profiles.{name}.subagents: unknown subagent {sub!r} (not configured "
+                        f"and not in {directory})"
+                    )
+
+    def _profile(self, name: str) -> Any:
+        profile = self.config.profiles.get(name)
+        if profile is None:
+            raise RpcError(
+                ErrorCode.CONFIGURATION_FAILED,
+                f"unknown profile {name!r}",
+                {
+                    "reason": "unknown_profile",
+                    "profile": name,
+                    "known": sorted(self.config.profiles),
+                },
+            )
+        return profile
+
+    def _child_agent(self, name: str) -> Agent:
+        entry = self.config.subagents.get(name)
+        if entry is not None:
+            profile = self.config.profiles[entry.profile]
+            builder = AgentBuilder(self.providers.resolve(profile.model_id, profile.model_settings))
+            builder.name(name)
+            for text in profile.instruction_list():
+                builder.instructions(text)
+            return builder.build()  # child profiles never get nested subagents
+        spec = self.markdown.get(name)
+        if spec is None:
+            raise RpcError(ErrorCode.NOT_FOUND, f"unknown subagent {name!r}")
+        default = self.config.profiles.get(self.config.host.default_profile)
+        projection = project_subagent_spec(spec, default.model_id if default else None)
+        return self.spec_registry.build_agent(projection.agent_spec)
+
+    def _subagent_config(self, name: str) -> SubagentConfig:
+        entry = self.config.subagents.get(name)
+        if entry is not None:
+            config = SubagentConfig(name, self._child_agent(name), entry.description or None)
+            return config.with_tool_inheritance(
+                SubagentToolInheritancePolicy(entry.required_tools, entry.optional_tools)
+            )
+        spec = self.markdown.get(name)
+        if spec is None:
+            raise RpcError(ErrorCode.NOT_FOUND, f"unknown subagent {name!r}")
+        default = self.config.profiles.get(self.config.host.default_profile)
+        projection = project_subagent_spec(spec, default.model_id if default else None)
+        return SubagentConfig.from_agent_spec(
+            projection.agent_spec, projection.tool_inheritance, self.spec_registry
+        )
+
+    def build_agent(self, profile_name: str, session_id: str | None) -> Agent:
+        """The parent agent of ``profile_name`` (async-only delegation when it has subagents)."""
+        profile = self._profile(profile_name)
+        builder = AgentBuilder(self.providers.resolve(profile.model_id, profile.model_settings))
+        builder.name(profile_name)
+        for text in profile.instruction_list():
+            builder.instructions(text)
+        is_child = profile_name in self.config.child_profiles() and not profile.subagents
+        subagents = [] if is_child else [self._subagent_config(n) for n in profile.subagents]
+        supervisor = self.supervisor(session_id) if subagents and session_id else None
+        agent, mode = build_parent_agent(builder, subagents, supervisor)
+        if subagents:
+            self.delegation = mode
+        return agent
+
+    # -- supervisors --------------------------------------------------------------------------
+
+    def supervisor(self, session_id: str) -> BackgroundSubagentSupervisor:
+        """The session's supervisor, created on first need and kept for the service lifetime."""
+        found = self._supervisors.get(session_id)
+        if found is not None:
+            return found
+        if not self._accepting:
+            raise RpcError(ErrorCode.SHUTTING_DOWN, "the host is shutting down")
+        supervisor = BackgroundSubagentSupervisor(
+            runner=self._run_child,
+            store=self.store,
+            owner=self.owner,
+            namespace_id=self.namespace_id,
+            session_id=session_id,
+            limits=SupervisorLimits(lease_ttl=self.lease_ttl),
+            clock=self.clock,
+            ids=self.ids,
+        )
+        self._supervisors[session_id] = supervisor
+        return supervisor
+
+    async def _run_child(self, request: ChildRequest, control: ChildControl) -> ChildOutcome:
+        agent = self._child_agent(request.subagent_name)
+        run = asyncio.ensure_future(agent.run(request.prompt))
+        cancelled = asyncio.ensure_future(control.wait_cancelled())
+        try:
+            await asyncio.wait({run, cancelled}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            cancelled.cancel()
+        if not run.done():
+            run.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await run
+            raise asyncio.CancelledError
+        try:
+            result = run.result()
+        except Exception as exc:
+            return ChildOutcome.failed(failure_category(exc))
+        return ChildOutcome.completed(result.output, child_run_id=result.run_id.as_str())
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Reconcile what a previous host left, then start the maintenance tick."""
+        await self.maintain()
+        self._tick = asyncio.get_running_loop().create_task(self._tick_loop())
+
+    async def _tick_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.tick_seconds)
+            try:
+                await self.maintain()
+            except Exception:
+                log.exception("maintenance tick failed")
+
+    async def maintain(self) -> None:
+        """One reconciliation pass: lost runs, lost attempts, retention, continuations."""
+        if self._closed:
+            return
+        self._reconcile_runs()
+        try:
+            self.store.reconcile(self.namespace_id)
+            self.store.expire_retention(self.namespace_id)
+        except StoreError as exc:
+            log.warning("store reconciliation failed: %s", exc)
+        if self._accepting:
+            self._admit_continuations()
+
+    def _reconcile_runs(self) -> None:
+        """Runs left admitted/running by a dead host (admission lease expired) become failed."""
+        now = self.clock.now()
+        try:
+            sessions = self.store.list_sessions(self.namespace_id)
+        except StoreError as exc:
+            log.warning("cannot list sessions: %s", exc)
+            return
+        for session in sessions:
+            try:
+                runs = self.store.list_runs(session.session_id)
+            except StoreError:
+                continue
+            for run in runs:
+                if run.status in _TERMINAL_RUN or (run.session_id, run.run_id) in self._runs:
+                    continue
+                lease = run.admission_lease
+                if lease is not None and lease.lease_expires_at > now:
+                    continue  # a live host (maybe another one) owns it
+                try:
+                    self.store.transition_run(
+                        run.session_id,
+                        run.run_id,
+                        RunStatus.FAILED,
+                        admission_id=lease.admission_id if lease else None,
+                        output_preview="host_process_lost",
+                    )
+                except StoreError as exc:
+                    log.info("run %s not reconciled: %s", run.run_id, exc)
+                    continue
+                self.emit(run.session_id, "run.failed", run.run_id, {"error": "host_process_lost"})
+
+    def _admit_continuations(self) -> None:
+        try:
+            pending = self.store.list_pending_attempts(self.namespace_id)
+        except StoreError as exc:
+            log.warning("cannot list pending results: %s", exc)
+            return
+        for record in pending:
+            if record.automatic_continuation_suppressed_by_run_id is not None:
+                continue
+            if record.delivery_status != "undelivered":
+                continue
+            session_id = record.parent_session_id
+            if any(key[0] == session_id for key in self._runs):
+                continue  # the session is busy; the next tick tries again
+            try:
+                parent = self.store.load_run(session_id, record.parent_run_id)
+            except StoreError:
+                continue
+            if parent.status == RunStatus.CANCELLED:
+                continue  # a cancelled causal parent suppresses automatic continuation
+            profile = parent.profile
+            if profile not in self.config.profiles:
+                continue  # unknown profile: keep the evidence, no automatic run
+            try:
+                content = None
+                if record.retention_status == RetentionStatus.ARTIFACT and record.result_ref:
+                    content = self.store.load_artifact(record.result_ref.artifact_ref or "").content
+                parts = continuation_input(record, content)
+                cause = continuation_cause(record, parts)
+                now = self.clock.now()
+                run_id = f"run_{self.ids.uuid4().hex}"
+                admission_id = f"adm_{self.ids.token_hex(8)}"
+                metadata = {
+                    "async_subagent.attempt_id": record.attempt_id,
+                    "async_subagent.agent_id": record.agent_id,
+                    "async_subagent.parent_run_id": record.parent_run_id,
+                }
+                if record.child_run_id is not None:
+                    metadata["async_subagent.child_run_id"] = record.child_run_id
+                run = RunRecord(
+                    session_id=session_id,
+                    run_id=run_id,
+                    created_at=now,
+                    updated_at=now,
+                    input=parts,
+                    trigger_type=ASYNC_SUBAGENT_RESULT,
+                    parent_run_id=record.parent_run_id,
+                    profile=record.profile,
+                    metadata=metadata,
+                    trace_context=record.trace_context,
+                    admission_lease=self._lease(admission_id),
+                )
+                receipt = self.store.acquire_continuation(
+                    AcquireContinuation(
+                        attempt_id=record.attempt_id,
+                        claim_id=f"claim_{self.ids.token_hex(8)}",
+                        claim_deadline=now + CONTINUATION_CLAIM_SECONDS,
+                        cause=cause,
+                        run=run,
+                    )
+                )
+            except StoreError as exc:
+                log.info("no continuation for %s now: %s", record.attempt_id, exc)
+                continue
+            admitted = receipt.run
+            self.emit(
+                session_id,
+                "run.admitted",
+                admitted.run_id,
+                {"trigger_type": ASYNC_SUBAGENT_RESULT, "attempt_id": record.attempt_id},
+            )
+            self._launch(admitted, profile, admission_id)
+
+    async def close(self) -> None:
+        """Stop admission, cancel runs, shut supervisors down, reconcile, release. Idempotent."""
+        if self._closed:
+            return
+        self._accepting = False
+        if self._tick is not None:
+            self._tick.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._tick
+        live = list(self._runs.values())
+        for run in live:
+            if run.task is not None:
+                run.interrupt_reason = run.interrupt_reason or "host shutdown"
+                run.task.cancel()
+        tasks = [run.task for run in live if run.task is not None]
+        if tasks:
+            await asyncio.wait(tasks, timeout=self.shutdown_timeout)
+        for session_id, supervisor in list(self._supervisors.items()):
+            try:
+                await supervisor.shutdown_checked(self.shutdown_timeout)
+            except Exception as exc:
+                log.warning("supervisor %s did not shut down cleanly: %s", session_id, exc)
+        self._closed = True
+        with contextlib.suppress(StoreError):
+            self.store.reconcile(self.namespace_id)
+        self._subscriptions.clear()
+        for closer in self._closers:
+            try:
+                closer()
+            except Exception:
+                log.exception("closing a host resource failed")
+
+    # -- events -------------------------------------------------------------------------------
+
+    def emit(self, session_id: str, kind: str, run_id: str | None, data: dict[str, Any]) -> None:
+        """Persist one event, then push it to this session's subscribers."""
+        try:
+            event = self.events.append(session_id, kind, self.clock.now(), run_id, data)
+        except StoreError as exc:
+            log.error("event %s of %s not persisted: %s", kind, session_id, exc)
+            return
+        for sub_session, push in list(self._subscriptions.values()):
+            if sub_session == session_id:
+                try:
+                    push(event)
+                except Exception:
+                    log.exception("event subscriber failed")
+
+    def add_listener(
+        self, session_id: str, push: Callable[[HostEvent], None], subscription_id: str | None = None
+    ) -> str:
+        sub_id = subscription_id or f"sub_{self.ids.token_hex(8)}"
+        self._subscriptions[sub_id] = (session_id, push)
+        return sub_id
+
+    def remove_listener(self, subscription_id: str) -> bool:
+        return self._subscriptions.pop(subscription_id, None) is not None
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _lease(self, admission_id: str) -> AdmissionLease:
+        return AdmissionLease(
+            admission_id=admission_id,
+            host_instance_id=self.host_instance_id,
+            fencing_generation=self.fencing_generation,
+            lease_expires_at=self.clock.now() + self.lease_ttl,
+        )
+
+    def _check_accepting(self) -> None:
+        if not self._accepting:
+            raise RpcError(
+                ErrorCode.SHUTTING_DOWN, "the host is shutting down", {"reason": "shutting_down"}
+            )
+
+    @staticmethod
+    def _session_info(record: SessionRecord) -> SessionInfo:
+        return SessionInfo(
+            session_id=record.session_id,
+            namespace_id=record.namespace_id,
+            status=str(record.status),
+            profile=record.profile,
+            created_at=record.created_at,
+            updated_at=record.updated_at,
+            metadata=dict(record.metadata),
+        )
+
+    @staticmethod
+    def _run_info(record: RunRecord, replay: bool = False) -> RunInfo:
+        return RunInfo(
+            session_id=record.session_id,
+            run_id=record.run_id,
+            status=str(record.status),
+            profile=record.profile,
+            input="".join(part.text for part in record.input),
+            trigger_type=record.trigger_type,
+            parent_run_id=record.parent_run_id,
+            sequence_no=record.sequence_no,
+            created_at=record.created_at,
+            updated_at=record.updated_at,
+            output_preview=record.output_preview,
+            metadata=dict(record.metadata),
+            idempotent_replay=replay,
+        )
+
+    def _session(self, session_id: str) -> SessionRecord:
+        record = self.store.load_session(session_id)
+        if record.namespace_id != self.namespace_id:
+            raise RpcError(ErrorCode.NOT_FOUND, f"no session {session_id!r}")
+        return record
+
+    # -- methods: protocol --------------------------------------------------------------------
+
+    async def initialize(self, params: InitializeParams, conn: Connection) -> InitializeResult:
+        if params.protocol_version is not None and params.protocol_version != PROTOCOL_VERSION:
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS,
+                f"unsupported protocol_version {params.protocol_version!r}; this host speaks "
+                f"{PROTOCOL_VERSION!r}",
+                {"reason": "unsupported_protocol", "supported": [PROTOCOL_VERSION]},
+            )
+        conn.initialized = True
+        features = ["sessions", "runs", "events.replay", "durable.attempts"]
+        features.append("events.subscribe" if conn.push is not None else "events.sse")
+        return InitializeResult(
+            protocol=PROTOCOL_NAME,
+            protocol_version=PROTOCOL_VERSION,
+            server=ServerInfo(name=SERVER_NAME, version=SERVER_VERSION),
+            host_instance_id=self.host_instance_id,
+            namespace_id=self.namespace_id,
+            methods=list(METHOD_NAMES),
+            features=features,
+            error_codes=dict(ERROR_CODES),
+        )
+
+    async def shutdown(self, params: EmptyParams, conn: Connection) -> ShutdownResult:
+        self._accepting = False
+        self.shutdown_requested.set()
+        return ShutdownResult(status="shutting_down")
+
+    async def diagnostics(self, params: EmptyParams, conn: Connection) -> DiagnosticsResult:
+        supervisors = []
+        for session_id, supervisor in sorted(self._supervisors.items()):
+            try:
+                active = len(self.store.list_active_attempts(self.namespace_id))
+            except StoreError:
+                active = -1
+            del supervisor
+            supervisors.append(SupervisorDiagnostics(session_id=session_id, active_attempts=active))
+        return DiagnosticsResult(
+            host_instance_id=self.host_instance_id,
+            fencing_generation=self.fencing_generation,
+            namespace_id=self.namespace_id,
+            store=self.store_name,
+            data_dir=self.data_dir,
+            config_source=self.config.source,
+            delegation=self.delegation,
+            accepting=self._accepting,
+            live_runs=len(self._runs),
+            subscriptions=len(self._subscriptions),
+            supervisors=supervisors,
+            uptime_seconds=round(time.monotonic() - self._started_at, 3),
+            warnings=list(self.warnings),
+        )
+
+    # -- methods: catalog ---------------------------------------------------------------------
+
+    def _profile_info(self, name: str) -> ProfileInfo:
+        profile = self._profile(name)
+        child = name in self.config.child_profiles()
+        return ProfileInfo(
+            name=name,
+            model_id=profile.model_id,
+            description=profile.description,
+            instructions=profile.instruction_list(),
+            toolsets=list(profile.toolsets),
+            subagents=list(profile.subagents),
+            child=child,
+            delegation="async" if profile.subagents else "disabled",
+        )
+
+    async def catalog_list(self, params: EmptyParams, conn: Connection) -> CatalogResult:
+        subagents = [
+            SubagentInfo(
+                name=name,
+                description=entry.description,
+                profile=entry.profile,
+                model_id=self.config.profiles[entry.profile].model_id,
+                source="config",
+                required_tools=list(entry.required_tools),
+                optional_tools=list(entry.optional_tools),
+            )
+            for name, entry in sorted(self.config.subagents.items())
+        ]
+        for name, spec in sorted(self.markdown.items()):
+            if name in self.config.subagents:
+                continue
+            subagents.append(
+                SubagentInfo(
+                    name=name,
+                    description=spec.description,
+                    profile=None,
+                    model_id=spec.model,
+                    source="markdown",
+                    required_tools=list(spec.tools),
+                    optional_tools=list(spec.optional_tools),
+                )
+            )
+        return CatalogResult(
+            default_profile=self.config.host.default_profile,
+            profiles=[self._profile_info(name) for name in sorted(self.config.profiles)],
+            subagents=subagents,
+        )
+
+    async def profile_get(self, params: ProfileGetParams, conn: Connection) -> ProfileInfo:
+        if params.name not in self.config.profiles:
+            raise RpcError(
+                ErrorCode.NOT_FOUND,
+                f"unknown profile {params.name!r}",
+                {"reason": "unknown_profile", "known": sorted(self.config.profiles)},
+            )
+        return self._profile_info(params.name)
+
+    # -- methods: sessions --------------------------------------------------------------------
+
+    async def session_create(self, params: SessionCreateParams, conn: Connection) -> SessionInfo:
+        self._check_accepting()
+        profile = params.profile or self.config.host.default_profile
+        self._profile(profile)
+        session_id = params.session_id or f"session_{self.ids.uuid4().hex}"
+        now = self.clock.now()
+        record = self.store.create_session(
+            SessionRecord(
+                session_id=session_id,
+                namespace_id=self.namespace_id,
+                created_at=now,
+                updated_at=now,
+                profile=profile,
+                metadata=dict(params.metadata),
+            )
+        )
+        if self.events.last_seq(session_id) == 0:
+            self.emit(session_id, "session.created", None, {"profile": profile})
+        return self._session_info(record)
+
+    async def session_list(self, params: SessionListParams, conn: Connection) -> SessionListResult:
+        if params.status is not None and params.status not in set(SessionStatus):
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS,
+                f"invalid params: unknown status {params.status!r}",
+                {"reason": "invalid_params", "path": "params.status"},
+            )
+        records = self.store.list_sessions(self.namespace_id)
+        return SessionListResult(
+            sessions=[
+                self._session_info(r)
+                for r in records
+                if params.status is None or str(r.status) == params.status
+            ]
+        )
+
+    async def session_get(self, params: SessionRef, conn: Connection) -> SessionInfo:
+        return self._session_info(self._session(params.session_id))
+
+    async def session_delete(self, params: SessionRef, conn: Connection) -> SessionDeleteResult:
+        self._session(params.session_id)
+        if any(key[0] == params.session_id for key in self._runs):
+            raise RpcError(
+                ErrorCode.RUN_CONFLICT,
+                "the session has a live run; interrupt it first",
+                {"reason": "live_run"},
+            )
+        record = self.store.fence_session_deletion(params.session_id)
+        self.emit(params.session_id, "session.deleted", None, {})
+        return SessionDeleteResult(session_id=record.session_id, status=str(record.status))
+
+    # -- methods: runs ------------------------------------------------------------------------
+
+    async def run_start(self, params: RunStartParams, conn: Connection) -> RunInfo:
+        self._check_accepting()
+        size = len(params.input.encode("utf-8"))
+        if size > MAX_INPUT_BYTES:
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS,
+                f"invalid params: input of {size} bytes exceeds {MAX_INPUT_BYTES}",
+                {"reason": "too_large", "path": "params.input"},
+            )
+        if not params.input:
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS,
+                "invalid params: input must not be empty",
+                {"reason": "invalid_params", "path": "params.input"},
+            )
+        session = self._session(params.session_id)
+        profile = params.profile or session.profile or self.config.host.default_profile
+        self._profile(profile)
+        run_id = f"run_{self.ids.uuid4().hex}"
+        admission_id = f"adm_{self.ids.token_hex(8)}"
+        now = self.clock.now()
+        receipt = self.store.admit_run(
+            RunRecord(
+                session_id=params.session_id,
+                run_id=run_id,
+                created_at=now,
+                updated_at=now,
+                input=(InputPart(text=params.input),),
+                trigger_type=RPC_TRIGGER,
+                profile=profile,
+                admission_lease=self._lease(admission_id),
+            ),
+            idempotency_key=params.idempotency_key,
+        )
+        run = receipt.run
+        if receipt.idempotent_replay:
+            return self._run_info(run, replay=True)
+        self.emit(run.session_id, "run.admitted", run.run_id, {"trigger_type": RPC_TRIGGER})
+        self._launch(run, profile, admission_id)
+        return self._run_info(run)
+
+    def _launch(self, run: RunRecord, profile: str, admission_id: str) -> None:
+        live = _LiveRun(session_id=run.session_id, run_id=run.run_id, admission_id=admission_id)
+        self._runs[(run.session_id, run.run_id)] = live
+        live.task = asyncio.get_running_loop().create_task(self._execute(run, profile, live))
+
+    async def _execute(self, run: RunRecord, profile: str, live: _LiveRun) -> None:
+        key = (run.session_id, run.run_id)
+        renew: asyncio.Task[None] | None = None
+        prompt = "".join(part.text for part in run.input)
+        try:
+            try:
+                self.store.transition_run(
+                    run.session_id, run.run_id, RunStatus.RUNNING, admission_id=live.admission_id
+                )
+                self.emit(run.session_id, "run.started", run.run_id, {"profile": profile})
+                renew = asyncio.get_running_loop().create_task(self._renew(run, live))
+                agent = self.build_agent(profile, run.session_id)
+                result = await agent.run(prompt)
+            except asyncio.CancelledError:
+                self._finish(run, live, RunStatus.CANCELLED, live.interrupt_reason or "interrupted")
+                return
+            except (Exception, RpcError) as exc:
+                category = failure_category(exc)
+                if not isinstance(exc, SubagentsError | RpcError | StoreError):
+                    log.exception("run %s failed", run.run_id)
+                self._finish(run, live, RunStatus.FAILED, category)
+                return
+            self._finish(run, live, RunStatus.COMPLETED, result.output)
+        finally:
+            if renew is not None:
+                renew.cancel()
+            self._runs.pop(key, None)
+        if self._accepting:
+            self._admit_continuations()
+
+    def _finish(self, run: RunRecord, live: _LiveRun, status: RunStatus, text: str) -> None:
+        preview = _truncate(text, OUTPUT_PREVIEW_BYTES)
+        try:
+            self.store.transition_run(
+                run.session_id,
+                run.run_id,
+                status,
+                admission_id=live.admission_id,
+                output_preview=preview,
+            )
+        except StoreError as exc:
+            log.warning("run %s: terminal status %s not persisted: %s", run.run_id, status, exc)
+            return
+        kind = {
+            RunStatus.COMPLETED: "run.completed",
+            RunStatus.FAILED: "run.failed",
+            RunStatus.CANCELLED: "run.cancelled",
+        }[status]
+        key = {RunStatus.COMPLETED: "output", RunStatus.FAILED: "error"}.get(status, "reason")
+        self.emit(run.session_id, kind, run.run_id, {key: preview})
+
+    async def _renew(self, run: RunRecord, live: _LiveRun) -> None:
+        interval = self.lease_ttl / 3
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.store.renew_run_admission(
+                    run.session_id,
+                    run.run_id,
+                    live.admission_id,
+                    self.clock.now() + self.lease_ttl,
+                )
+            except (StaleFence, Conflict, NotFound):
+                log.warning("run %s lost its admission lease", run.run_id)
+                return
+            except StoreError as exc:
+                log.warning("run %s: lease renewal failed, retrying: %s", run.run_id, exc)
+
+    async def run_status(self, params: RunRef, conn: Connection) -> RunInfo:
+        self._session(params.session_id)
+        return self._run_info(self.store.load_run(params.session_id, params.run_id))
+
+    async def run_list(self, params: SessionRef, conn: Connection) -> RunListResult:
+        self._session(params.session_id)
+        return RunListResult(
+            runs=[self._run_info(r) for r in self.store.list_runs(params.session_id)]
+        )
+
+    async def run_interrupt(self, params: RunInterruptParams, conn: Connection) -> RunInfo:
+        self._session(params.session_id)
+        record = self.store.load_run(params.session_id, params.run_id)
+        live = self._runs.get((params.session_id, params.run_id))
+        if live is None or live.task is None:
+            if record.status in _TERMINAL_RUN:
+                return self._run_info(record)
+            raise RpcError(
+                ErrorCode.CONFLICT,
+                "the run is not live on this host",
+                {"reason": "not_live_here", "status": str(record.status)},
+            )
+        live.interrupt_reason = params.reason or "interrupted"
+        live.task.cancel()
+        await asyncio.wait({live.task})
+        return self._run_info(self.store.load_run(params.session_id, params.run_id))
+
+    async def run_steer(self, params: RunSteerParams, conn: Connection) -> RunSteerResult:
+        self._session(params.session_id)
+        size = len(params.message.encode("utf-8"))
+        if size > MAX_STEERING_BYTES or not params.message:
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS,
+                f"invalid params: message must be 1..{MAX_STEERING_BYTES} bytes",
+                {"reason": "invalid_params", "path": "params.message"},
+            )
+        record = self.store.load_run(params.session_id, params.run_id)
+        live = self._runs.get((params.session_id, params.run_id))
+        if live is None:
+            raise RpcError(
+                ErrorCode.CONFLICT,
+                "the run is not live on this host",
+                {"reason": "not_live_here", "status": str(record.status)},
+            )
+        steering_id = params.steering_id or f"steer_{self.ids.token_hex(8)}"
+        known = live.steering_ids.get(steering_id)
+        if known is not None:
+            if known != params.message:
+                raise RpcError(
+                    ErrorCode.IDEMPOTENCY_CONFLICT, "steering_id reused with another message"
+                )
+        else:
+            if len(live.steering) >= MAX_QUEUED_STEERING:
+                raise RpcError(ErrorCode.QUOTA_EXCEEDED, "too many queued steering messages")
+            live.steering.append(params.message)
+            live.steering_ids[steering_id] = params.message
+            self.emit(params.session_id, "run.steered", params.run_id, {"steering_id": steering_id})
+        return RunSteerResult(
+            status="queued",
+            session_id=params.session_id,
+            run_id=params.run_id,
+            steering_id=steering_id,
+        )
+
+    # -- methods: events ----------------------------------------------------------------------
+
+    async def events_replay(
+        self, params: EventsReplayParams, conn: Connection
+    ) -> EventsReplayResult:
+        self._session(params.session_id)
+        if params.after_seq < 0 or not 1 <= params.limit <= 10_000:
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS,
+                "invalid params: after_seq must be >= 0 and limit in 1..10000",
+                {"reason": "invalid_params"},
+            )
+        events = self.events.replay(params.session_id, params.after_seq, params.limit)
+        next_seq = events[-1].seq if events else params.after_seq
+        return EventsReplayResult(session_id=params.session_id, events=events, next_seq=next_seq)
+
+    async def events_subscribe(
+        self, params: EventsSubscribeParams, conn: Connection
+    ) -> EventsSubscribeResult:
+        push = conn.push
+        if push is None:
+            raise RpcError(
+                ErrorCode.UNSUPPORTED_FEATURE,
+                "this transport cannot push; use GET /events?session_id=... (SSE)",
+                {"reason": "no_push"},
+            )
+        self._session(params.session_id)
+        sub_id = f"sub_{self.ids.token_hex(8)}"
+
+        def deliver(event: HostEvent) -> None:
+            push(
+                {
+                    "jsonrpc": "2.0",
+                    "method": EVENT_NOTIFICATION,
+                    "params": {"subscription_id": sub_id, "event": event},
+                }
+            )
+
+        last = self.events.last_seq(params.session_id)
+        if params.after_seq is not None:
+            for event in self.events.replay(params.session_id, params.after_seq, 10_000):
+                deliver(event)
+        self.add_listener(params.session_id, deliver, sub_id)
+        conn.subscriptions.add(sub_id)
+        return EventsSubscribeResult(
+            subscription_id=sub_id, session_id=params.session_id, next_seq=last
+        )
+
+    async def events_unsubscribe(
+        self, params: EventsUnsubscribeParams, conn: Connection
+    ) -> EventsUnsubscribeResult:
+        removed = params.subscription_id in conn.subscriptions and self.remove_listener(
+            params.subscription_id
+        )
+        conn.subscriptions.discard(params.subscription_id)
+        return EventsUnsubscribeResult(subscription_id=params.subscription_id, removed=removed)
+
+    def disconnect(self, conn: Connection) -> None:
+        """Drop a closed connection's subscriptions."""
+        for sub_id in list(conn.subscriptions):
+            self.remove_listener(sub_id)
+        conn.subscriptions.clear()
+
+    # -- the table ----------------------------------------------------------------------------
+
+    def bindings(self) -> dict[str, Binding]:
+        """The v1 method table bound to this service (names and params from ``METHODS``)."""
+        handlers: dict[str, Any] = {
+            "initialize": self.initialize,
+            "shutdown": self.shutdown,
+            "diagnostics.get": self.diagnostics,
+            "catalog.list": self.catalog_list,
+            "profile.get": self.profile_get,
+            "session.create": self.session_create,
+            "session.list": self.session_list,
+            "session.get": self.session_get,
+            "session.delete": self.session_delete,
+            "run.start": self.run_start,
+            "run.status": self.run_status,
+            "run.list": self.run_list,
+            "run.interrupt": self.run_interrupt,
+            "run.steer": self.run_steer,
+            "events.replay": self.events_replay,
+            "events.subscribe": self.events_subscribe,
+            "events.unsubscribe": self.events_unsubscribe,
+        }
+        return {spec.name: Binding(spec.params, handlers[spec.name]) for spec in METHODS}
