@@ -107,8 +107,13 @@ class ContractMachine(RuleBasedStateMachine):
         """namespace -> its session id."""
         self.parent_runs: dict[str, str] = {}
         """session -> its (completed) parent run id."""
-        for ns in self.NAMESPACES:
-            self._setup_namespace(ns)
+        try:
+            for ns in self.NAMESPACES:
+                self._setup_namespace(ns)
+        except BaseException:
+            # Hypothesis only tears down machines that were built: clean up here.
+            self.handle.close()
+            raise
 
     @property
     def store(self) -> SessionStore:

@@ -120,7 +120,8 @@ def run_suite(
     print(
         f"properties: profile {profile} ({hyp.max_examples} examples x "
         f"{hyp.stateful_step_count} steps), stores {', '.join(f.name for f in factories)}, "
-        f"machines {', '.join(machines)}",
+        f"machines {', '.join(machines)}; LMDB sync "
+        f"{'on (durable commits)' if PROFILES[profile].lmdb_sync else 'off (speed; same logic)'}",
         file=out,
         flush=True,
     )
