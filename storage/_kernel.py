@@ -119,6 +119,9 @@ T = TypeVar("T")
 _replace = msgspec.structs.replace
 _U64 = struct.Struct(">Q")
 
+_IX = "attempts"
+"""The table holding the attempt indexes (see the module docstring)."""
+
 HOST_PROCESS_LOST = "host_process_lost"
 """``failure_category`` of an attempt whose owner lease expired before a terminal commit."""
 HOST_PROCESS_LOST_ERROR = "host process lost"
@@ -352,13 +355,11 @@ class KernelStore(SessionStore):
         """Drop a newly terminal attempt from the active indexes; index it as pending."""
         ns, sess, aid = record.namespace_id, record.parent_session_id, record.attempt_id
         agent_key = codec.agent_key(ns, sess, record.agent_id)
-        if txn.get("attempts", agent_key) == aid.encode("utf-8"):
-            txn.delete("attempts", agent_key)
-        txn.put("attempts", codec.pending_key(ns, sess, aid), b"")
+        if txn.get(_IX, agent_key) == aid.encode("utf-8"):
+            txn.delete(_IX, agent_key)
+        txn.put(_IX, codec.pending_key(ns, sess, aid), b"")
         if record.retention_expires_at is not None:
-            txn.put(
-                "attempts", codec.timed_key(codec.RETAIN, ns, record.retention_expires_at, aid), b""
-            )
+            txn.put(_IX, codec.timed_key(codec.RETAIN, ns, record.retention_expires_at, aid), b"")
 
     def _deliver(
         self,
@@ -382,9 +383,9 @@ class KernelStore(SessionStore):
             updated_at=now,
         )
         ns = record.namespace_id
-        txn.delete("attempts", codec.pending_key(ns, record.parent_session_id, record.attempt_id))
+        txn.delete(_IX, codec.pending_key(ns, record.parent_session_id, record.attempt_id))
         if record.delivery_claim is not None:
-            txn.delete("attempts", codec.claim_key(ns, record.parent_session_id, record.attempt_id))
+            txn.delete(_IX, codec.claim_key(ns, record.parent_session_id, record.attempt_id))
         self._put_attempt(txn, new)
         return new
 
@@ -407,7 +408,7 @@ class KernelStore(SessionStore):
             updated_at=now,
         )
         txn.delete(
-            "attempts",
+            _IX,
             codec.claim_key(record.namespace_id, record.parent_session_id, record.attempt_id),
         )
         self._put_attempt(txn, new)
@@ -510,7 +511,7 @@ class KernelStore(SessionStore):
             if session.status == SessionStatus.DELETING:
                 return session
             agents = codec.track_prefix(session.namespace_id, session_id) + b"G"
-            for _, raw_id in txn.scan("attempts", agents):
+            for _, raw_id in txn.scan(_IX, agents):
                 attempt_id = raw_id.decode("utf-8")
                 record = self._attempt(txn, attempt_id)
                 if record.owner_lease.lease_expires_at > now:
@@ -746,7 +747,7 @@ class KernelStore(SessionStore):
                 )
             ns, sess = record.namespace_id, record.parent_session_id
             agent_key = codec.agent_key(ns, sess, record.agent_id)
-            holder = txn.get("attempts", agent_key)
+            holder = txn.get(_IX, agent_key)
             if holder is not None:
                 raise Conflict(
                     "another non-terminal attempt holds this agent_id",
@@ -755,7 +756,7 @@ class KernelStore(SessionStore):
                     holder=holder.decode("utf-8", errors="replace"),
                 )
             txn.put("attempts", k, codec.ATTEMPT.encode(record))
-            txn.put("attempts", agent_key, record.attempt_id.encode("utf-8"))
+            txn.put(_IX, agent_key, record.attempt_id.encode("utf-8"))
             return record
 
         return self.backend.write(fn)
@@ -968,7 +969,7 @@ class KernelStore(SessionStore):
         quota = codec.iprefix(codec.QUOTA, ns)
         start = quota + codec.time_key(now) + b"\x01"
         retained = 0
-        for _, size in txn.scan("attempts", quota, start):
+        for _, size in txn.scan(_IX, quota, start):
             retained += _U64.unpack(size)[0]
         if retained + artifact.size_bytes > limits.max_retained_bytes:
             raise QuotaExceeded(
@@ -981,7 +982,7 @@ class KernelStore(SessionStore):
             )
         txn.put("artifacts", ak, codec.ARTIFACT.encode(artifact))
         txn.put(
-            "attempts",
+            _IX,
             codec.timed_key(codec.QUOTA, ns, artifact.expires_at, artifact.artifact_ref),
             _U64.pack(artifact.size_bytes),
         )
@@ -1020,7 +1021,7 @@ class KernelStore(SessionStore):
                 ids = [aid for _, aid, _ in _tracked(txn, namespace_id, b"P")]
             else:
                 scan = codec.track_prefix(namespace_id, session_id) + b"P"
-                ids = [k[len(scan) :].decode("utf-8") for k, _ in txn.scan("attempts", scan)]
+                ids = [k[len(scan) :].decode("utf-8") for k, _ in txn.scan(_IX, scan)]
             return [self._attempt(txn, aid) for aid in ids]
 
         return self.backend.read(fn)
@@ -1101,7 +1102,7 @@ class KernelStore(SessionStore):
             )
             self._put_attempt(txn, new)
             txn.put(
-                "attempts",
+                _IX,
                 codec.claim_key(record.namespace_id, record.parent_session_id, attempt_id),
                 codec.time_key(claim.deadline),
             )
@@ -1346,7 +1347,7 @@ class KernelStore(SessionStore):
                 ):
                     raise CorruptRecord(
                         "claim index names an unclaimed attempt",
-                        table="attempts",
+                        table=_IX,
                         key=codec.claim_key(namespace_id, record.parent_session_id, attempt_id),
                     )
                 fate, new = self._settle_expired_claim(txn, record, now)
@@ -1388,13 +1389,13 @@ class KernelStore(SessionStore):
             now = self.clock.now()
             now_key = codec.time_key(now)
             due: list[tuple[bytes, str]] = []
-            for k, _ in txn.scan("attempts", scan_prefix):
+            for k, _ in txn.scan(_IX, scan_prefix):
                 if len(due) >= limit or k[cut : cut + 8] > now_key:
                     break  # keys sort by deadline: nothing later is due
                 due.append((k, k[cut + 9 :].decode("utf-8")))
             changed = []
             for index_key, attempt_id in due:
-                txn.delete("attempts", index_key)
+                txn.delete(_IX, index_key)
                 record = self._attempt(txn, attempt_id)
                 if record.retention_status == RetentionStatus.EXPIRED:
                     continue
@@ -1421,7 +1422,7 @@ class KernelStore(SessionStore):
                 artifact = codec.ARTIFACT.decode(raw, table="artifacts", key=ak)
                 txn.delete("artifacts", ak)
                 txn.delete(
-                    "attempts",
+                    _IX,
                     codec.timed_key(
                         codec.QUOTA,
                         artifact.namespace_id,
@@ -1469,7 +1470,7 @@ def _tracked(txn: Txn, namespace_id: str, *kinds: bytes) -> list[tuple[bytes, st
     out: list[tuple[bytes, str, bytes]] = []
     start = base
     while True:
-        scan = iter(txn.scan("attempts", base, start))
+        scan = iter(txn.scan(_IX, base, start))
         first = next(scan, None)
         _close(scan)
         if first is None:
@@ -1478,7 +1479,7 @@ def _tracked(txn: Txn, namespace_id: str, *kinds: bytes) -> list[tuple[bytes, st
         cut = key.index(codec.SEP, len(base)) + 1
         for kind in kinds:
             region = key[:cut] + kind
-            for k, value in txn.scan("attempts", region):
+            for k, value in txn.scan(_IX, region):
                 ident = value if kind == b"G" else k[len(region) :]
                 out.append((kind, ident.decode("utf-8"), value))
         start = key[: cut - 1] + b"\x01"  # past every key of this session
