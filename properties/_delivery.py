@@ -386,9 +386,14 @@ class DeliveryMachine(ContractMachine):
     # -- time and maintenance ---------------------------------------------------------------
 
     @precondition(lambda self: bool(self.consumers))
-    @rule(index=st.integers(0, 7), then=st.sampled_from(["reconcile", "nothing"]))
+    @rule(
+        index=st.integers(0, 7),
+        then=st.sampled_from(["reconcile", "start", "renew", "admit", "nothing"]),
+    )
     def consumer_lease_runs_out(self, index: int, then: str) -> None:
-        """Store time reaches a consumer's admission lease expiry exactly (the boundary)."""
+        """Store time reaches a consumer's admission lease expiry exactly (the boundary);
+        at that instant the reconciler runs, the run tries to start or renew, or another
+        run is admitted."""
         run_id = self._run(index)
         assert run_id is not None
         expiry = self.model.runs[(self.sid, run_id)].lease_expires_at
@@ -396,15 +401,29 @@ class DeliveryMachine(ContractMachine):
             self.clock.advance(expiry - self.clock.now())
         if then == "reconcile":
             self.reconcile(NS)
+        elif then == "start":
+            self.move_run(self.sid, run_id, "running")
+        elif then == "renew":
+            self.consumer_renews(index, 30.0)
+        elif then == "admit":
+            self.admit_consumer_run()
 
-    @rule(aid=results, then=st.sampled_from(["reconcile", "nothing"]))
+    @rule(
+        aid=results,
+        then=st.sampled_from(["reconcile", "claim", "automatic_claim", "acquire", "nothing"]),
+    )
     def claim_deadline_arrives(self, aid: str, then: str) -> None:
-        """Store time reaches the current claim's deadline exactly (the boundary)."""
+        """Store time reaches the current claim's deadline exactly (the boundary); at that
+        instant the reconciler runs, another consumer claims, or a continuation is acquired."""
         claim = self.model.attempts[aid].delivery_claim
         if claim is not None and claim.deadline > self.clock.now():
             self.clock.advance(claim.deadline - self.clock.now())
         if then == "reconcile":
             self.reconcile(NS)
+        elif then in ("claim", "automatic_claim"):
+            self.claim(aid, -1, 60.0, then == "automatic_claim")
+        elif then == "acquire":
+            self.acquire_continuation(aid, "exact", False)
 
     @rule(
         seconds=st.sampled_from([10.0, 1.0, 30.0, 60.0, 600.0]),

@@ -197,13 +197,33 @@ class FencingMachine(ContractMachine):
             self.clock.advance(wait)
         self.take_over(aid, host, 1, LEASE_TTL)
 
-    @rule(aid=attempts, overshoot=st.sampled_from([0.0, 1.0]))
-    def lease_runs_out(self, aid: str, overshoot: float) -> None:
-        """Store time reaches the owner's lease expiry exactly (or just past it)."""
+    @rule(
+        aid=attempts,
+        overshoot=st.sampled_from([0.0, 1.0]),
+        then=st.sampled_from(["heartbeat", "update", "commit", "fence", "reconcile", "nothing"]),
+    )
+    def lease_runs_out(self, aid: str, overshoot: float, then: str) -> None:
+        """Store time reaches the owner's lease expiry exactly (or just past it); then the
+        owner tries to write, the session is fenced or the reconciler runs, at that instant."""
         lease = self.model.attempts[aid].owner_lease
         wait = lease.lease_expires_at - self.clock.now() + overshoot
         if wait > 0:
             self.clock.advance(wait)
+        owner = self.model.attempts[aid].owner_lease
+        if then == "heartbeat":
+            self.heartbeat(aid, self._index_of(aid, owner), 30.0)
+        elif then == "update":
+            self.update_execution_as(aid, self._index_of(aid, owner), "starting")
+        elif then == "commit":
+            self.commit_terminal_as(aid, self._index_of(aid, owner), "failed")
+        elif then == "fence":
+            self.fence(self.model.attempts[aid].namespace_id)
+        elif then == "reconcile":
+            self.reconcile(self.model.attempts[aid].namespace_id)
+
+    def _index_of(self, aid: str, lease: OwnerLease) -> int:
+        leases = list(self.writers[aid].values())
+        return leases.index(lease) if lease in leases else 0
 
     @rule(
         aid=attempts,
