@@ -58,19 +58,13 @@ from storage import (
     continuation_input,
 )
 
-from .._agent import Agent, AgentBuilder
-from .._agent_spec import (
-    AgentSpecRegistry,
-    ModelProviderRegistry,
-    default_model_providers,
-    project_subagent_spec,
-)
+from .._agent import Agent
+from .._agent_spec import ModelProviderRegistry, default_model_providers
 from .._errors import AgentError, ModelError, UsageLimitExceeded
-from .._inheritance import SubagentToolInheritancePolicy
-from .._registry import SubagentConfig
-from .._spec import SubagentSpec, load_subagent_dir
-from ._config import HostConfig
-from ._delegation import DISABLED, build_parent_agent
+from .._registry import SubagentDelegationMode
+from ._agents import AgentFactory
+from ._config import HostConfig, ProfileConfig
+from ._delegation import DISABLED
 from ._eventlog import EventLog
 from ._jsonrpc import ERROR_CODES, Binding, Connection, ErrorCode, RpcError
 from ._methods import (
@@ -225,7 +219,6 @@ class HostService:
         self.store_name = store_name
         self.data_dir = data_dir
         self.providers = providers or default_model_providers()
-        self.spec_registry = AgentSpecRegistry(model_providers=self.providers)
         self.tick_seconds = tick_seconds
         self.shutdown_timeout = shutdown_timeout
         self._closers = list(closers or [])
@@ -237,30 +230,14 @@ class HostService:
         self._tick: asyncio.Task[None] | None = None
         self._started_at = time.monotonic()
         self.shutdown_requested = asyncio.Event()
-        self.warnings: list[str] = []
+        self.agents = AgentFactory(config, self.providers)
+        self.warnings: list[str] = list(self.agents.warnings)
         self.delegation = DISABLED
-        self.markdown: dict[str, SubagentSpec] = {}
-        self._load_markdown()
+        self.markdown = self.agents.markdown
 
     # -- configuration ------------------------------------------------------------------------
 
-    def _load_markdown(self) -> None:
-        directory = self.config.subagents_dir()
-        if directory is None:
-            return
-        loaded = load_subagent_dir(directory)
-        for diagnostic in loaded.diagnostics:
-            self.warnings.append(f"subagent file skipped: {diagnostic.message}")
-        self.markdown = {spec.name: spec for spec in loaded.specs}
-        for name, profile in self.config.profiles.items():
-            for sub in profile.subagents:
-                if sub not in self.config.subagents and sub not in self.markdown:
-                    self.warnings.append(
-                        f"profiles.{name}.subagents: unknown subagent {sub!r} (not configured "
-                        f"and not in {directory})"
-                    )
-
-    def _profile(self, name: str) -> Any:
+    def _profile(self, name: str) -> ProfileConfig:
         profile = self.config.profiles.get(name)
         if profile is None:
             raise RpcError(
@@ -274,50 +251,13 @@ class HostService:
             )
         return profile
 
-    def _child_agent(self, name: str) -> Agent:
-        entry = self.config.subagents.get(name)
-        if entry is not None:
-            profile = self.config.profiles[entry.profile]
-            builder = AgentBuilder(self.providers.resolve(profile.model_id, profile.model_settings))
-            builder.name(name)
-            for text in profile.instruction_list():
-                builder.instructions(text)
-            return builder.build()  # child profiles never get nested subagents
-        spec = self.markdown.get(name)
-        if spec is None:
-            raise RpcError(ErrorCode.NOT_FOUND, f"unknown subagent {name!r}")
-        default = self.config.profiles.get(self.config.host.default_profile)
-        projection = project_subagent_spec(spec, default.model_id if default else None)
-        return self.spec_registry.build_agent(projection.agent_spec)
-
-    def _subagent_config(self, name: str) -> SubagentConfig:
-        entry = self.config.subagents.get(name)
-        if entry is not None:
-            config = SubagentConfig(name, self._child_agent(name), entry.description or None)
-            return config.with_tool_inheritance(
-                SubagentToolInheritancePolicy(entry.required_tools, entry.optional_tools)
-            )
-        spec = self.markdown.get(name)
-        if spec is None:
-            raise RpcError(ErrorCode.NOT_FOUND, f"unknown subagent {name!r}")
-        default = self.config.profiles.get(self.config.host.default_profile)
-        projection = project_subagent_spec(spec, default.model_id if default else None)
-        return SubagentConfig.from_agent_spec(
-            projection.agent_spec, projection.tool_inheritance, self.spec_registry
-        )
-
     def build_agent(self, profile_name: str, session_id: str | None) -> Agent:
         """The parent agent of ``profile_name`` (async-only delegation when it has subagents)."""
-        profile = self._profile(profile_name)
-        builder = AgentBuilder(self.providers.resolve(profile.model_id, profile.model_settings))
-        builder.name(profile_name)
-        for text in profile.instruction_list():
-            builder.instructions(text)
-        is_child = profile_name in self.config.child_profiles() and not profile.subagents
-        subagents = [] if is_child else [self._subagent_config(n) for n in profile.subagents]
-        supervisor = self.supervisor(session_id) if subagents and session_id else None
-        agent, mode = build_parent_agent(builder, subagents, supervisor)
-        if subagents:
+        self._profile(profile_name)
+        names = self.agents.subagent_names(profile_name)
+        supervisor = self.supervisor(session_id) if names and session_id else None
+        agent, mode = self.agents.build(profile_name, SubagentDelegationMode.ASYNC, supervisor)
+        if names:
             self.delegation = mode
         return agent
 
@@ -344,7 +284,7 @@ class HostService:
         return supervisor
 
     async def _run_child(self, request: ChildRequest, control: ChildControl) -> ChildOutcome:
-        agent = self._child_agent(request.subagent_name)
+        agent = self.agents.child_agent(request.subagent_name)
         run = asyncio.ensure_future(agent.run(request.prompt))
         cancelled = asyncio.ensure_future(control.wait_cancelled())
         try:

@@ -1,0 +1,386 @@
+"""The ``subagents`` command line.
+
+Subcommands: ``serve --stdio | --http`` (the durable RPC host), ``run``
+(one-shot, blocking delegation), ``worker`` (delegation disabled),
+``diagram`` (mermaid of the lifecycles), ``verify`` (the properties suite),
+``attempts list|show|cancel`` (trusted operations on a data directory), and
+``chat`` / ``demo`` (not built yet).
+
+Errors a user can fix (bad config, a busy or corrupt data directory, an
+unknown profile, a model that cannot be resolved) print one readable line and
+the fix on stderr, never a traceback, and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from statemachines import SubagentsError
+
+from ._host import (
+    AttemptView,
+    HostConfig,
+    default_host_config,
+    dispatcher_for,
+    load_host_config,
+    open_host,
+)
+from ._host._datadir import resolve_data_dir
+from ._host._trusted import cancel_attempt, list_attempts, show_attempt
+
+EXIT_USAGE = 2
+
+_FIXES: dict[str, str] = {
+    "ModelResolutionError": "check the model_id (provider:model) and the provider setup",
+    "MissingApiKey": "export the provider's API key, or use a test: model",
+    "ProviderNotInstalled": "install the provider's extra, e.g. pip install 'subagents[openai]'",
+    "NotFound": "check the id (subagents attempts list --data-dir ...)",
+}
+
+
+class CliError(Exception):
+    """A fixable error: ``message`` and ``fix`` are printed, exit status 2."""
+
+    def __init__(self, message: str, fix: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fix = fix
+
+
+def _err() -> Console:
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _fail(message: str, fix: str) -> int:
+    console = _err()
+    console.print(f"[bold red]error:[/] {escape(message)}", markup=True)
+    console.print(f"  [bold]fix:[/] {escape(fix)}", markup=True)
+    return EXIT_USAGE
+
+
+def _config(args: argparse.Namespace) -> HostConfig:
+    path = getattr(args, "config", None)
+    if path:
+        return load_host_config(path)
+    env = os.environ.get("SUBAGENTS_CONFIG")
+    if env:
+        return load_host_config(env)
+    return default_host_config()
+
+
+def _profile_name(args: argparse.Namespace, config: HostConfig) -> str:
+    name: str = getattr(args, "profile", None) or config.host.default_profile
+    return name
+
+
+# -- serve ------------------------------------------------------------------------------------
+
+
+def _serve(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    config = _config(args)
+    service = open_host(
+        config,
+        data_dir=args.data_dir,
+        memory=args.memory,
+        shared=args.shared,
+        host_instance_id=args.owner,
+        tick_seconds=args.tick,
+    )
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve_async(service, args))
+    return 0
+
+
+async def _serve_async(service: Any, args: argparse.Namespace) -> None:
+    from ._host._http import serve_http  # noqa: PLC0415 - starlette/uvicorn only when serving
+    from ._host._stdio import serve_stdio  # noqa: PLC0415
+
+    try:
+        await service.start()
+    except BaseException:
+        await service.close()
+        raise
+    dispatcher = dispatcher_for(service)
+    if args.stdio:
+        await serve_stdio(service, dispatcher)
+        return
+    token = os.environ.get("SUBAGENTS_HOST_TOKEN") or secrets.token_urlsafe(32)
+    token_file = Path(args.token_file) if args.token_file else None
+    if token_file is None and service.data_dir is not None:
+        token_file = Path(service.data_dir) / "http.token"
+    if token_file is not None:
+        token_file.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(token)
+
+    def ready(url: str) -> None:
+        line = {"listening": url, "token_file": str(token_file) if token_file else None}
+        if token_file is None:
+            line["token"] = token
+        import json  # noqa: PLC0415
+
+        sys.stdout.write(json.dumps(line) + "\n")
+        sys.stdout.flush()
+
+    await serve_http(service, dispatcher, token, port=args.port, ready=ready)
+
+
+# -- run / worker -----------------------------------------------------------------------------
+
+
+def _prompt(args: argparse.Namespace) -> str:
+    if args.prompt and args.prompt != "-":
+        return str(args.prompt)
+    if sys.stdin.isatty():
+        raise CliError("no prompt given", "pass the prompt as an argument, or pipe it on stdin")
+    return sys.stdin.read()
+
+
+def _one_shot(args: argparse.Namespace, *, worker: bool) -> int:
+    from ._host._agents import AgentFactory  # noqa: PLC0415
+    from ._registry import SubagentDelegationMode  # noqa: PLC0415
+
+    config = _config(args)
+    factory = AgentFactory(config)
+    mode = SubagentDelegationMode.DISABLED if worker else SubagentDelegationMode.BLOCKING
+    agent, _installed = factory.build(_profile_name(args, config), mode)
+    prompt = _prompt(args)
+    result = agent.run_sync(prompt)
+    sys.stdout.write(result.output + ("\n" if not result.output.endswith("\n") else ""))
+    return 0
+
+
+# -- diagram / verify -------------------------------------------------------------------------
+
+
+def _diagram(args: argparse.Namespace) -> int:
+    from statemachines import all_mermaid  # noqa: PLC0415
+
+    sys.stdout.write(all_mermaid())
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from rich.progress import Progress  # noqa: PLC0415
+
+    import properties  # noqa: PLC0415 - only `verify` needs the conformance suite
+
+    machines = list(properties.MACHINES) if not args.machine else args.machine
+    unknown = [m for m in machines if m not in properties.MACHINES]
+    if unknown:
+        raise CliError(
+            f"unknown machine {unknown[0]!r}", f"use one of: {', '.join(properties.MACHINES)}"
+        )
+    try:
+        factories = [properties.resolve_factory(spec) for spec in (args.store or ["memory"])]
+    except (ValueError, ImportError, AttributeError) as exc:
+        raise CliError(str(exc), "use --store memory, lmdb, lmdb-reopen or module:factory") from exc
+    properties.load_profile(args.profile)
+    settings = properties.profile_settings(args.profile)
+    results = []
+    started = time.monotonic()
+    console = Console(highlight=False)
+    with Progress(console=console, transient=False) as progress:
+        task = progress.add_task("properties", total=len(machines) * len(factories))
+        for name in machines:
+            for factory in factories:
+                progress.update(task, description=f"{name} x {factory.name}")
+                results.append(properties.run_machine(name, factory, settings))
+                progress.advance(task)
+    table = Table(title=f"properties: profile {args.profile}")
+    for column in ("machine", "store", "result", "examples", "steps", "ops", "seconds"):
+        table.add_column(column)
+    for r in results:
+        table.add_row(
+            r.machine,
+            r.store,
+            "[green]ok[/]" if r.ok else "[red]FAIL[/]",
+            str(r.examples),
+            str(r.steps),
+            str(r.operations),
+            f"{r.seconds:.1f}",
+        )
+    console.print(table)
+    failed = [r for r in results if not r.ok]
+    console.print(
+        f"{len(results)} runs, {len(failed)} failures, {time.monotonic() - started:.1f}s",
+        highlight=False,
+    )
+    for r in failed:
+        console.print(f"\n[red]FAILURE[/] {r.machine} x {r.store}:\n{r.failure}")
+        for line in r.reproduction:
+            console.print("    " + line, markup=False)
+    return 1 if failed else 0
+
+
+# -- attempts ---------------------------------------------------------------------------------
+
+
+def _data_dir(args: argparse.Namespace) -> Path:
+    directory = resolve_data_dir(None, args.data_dir)
+    if not (directory / "lmdb").exists():
+        raise CliError(
+            f"no store in data directory {directory}",
+            "pass the --data-dir a host was served with",
+        )
+    return directory
+
+
+def _attempts_table(views: Sequence[AttemptView]) -> Table:
+    table = Table(title=f"{len(views)} attempts")
+    for column in ("attempt", "subagent", "session", "phase", "execution", "owner", "lease"):
+        table.add_column(column, overflow="fold")
+    now = time.time()
+    for v in views:
+        lease = (
+            f"live {v.lease_expires_at - now:.0f}s"
+            if v.lease_live
+            else (
+                "expired"
+                if v.execution_status in {"accepted", "starting", "running", "waiting"}
+                else "-"
+            )
+        )
+        table.add_row(
+            v.attempt_id, v.subagent_name, v.session_id, v.phase, v.execution_status, v.owner, lease
+        )
+    return table
+
+
+def _attempts(args: argparse.Namespace) -> int:
+    console = Console(highlight=False)
+    directory = _data_dir(args)
+    if args.attempts_command == "list":
+        views = list_attempts(directory, namespace_id=args.namespace, session_id=args.session)
+        console.print(_attempts_table(views))
+        return 0
+    if args.attempts_command == "show":
+        found = show_attempt(directory, args.attempt_id)
+        table = Table(show_header=False, title=found.attempt_id)
+        for key in AttemptView.__struct_fields__:
+            table.add_row(key, str(getattr(found, key)))
+        console.print(table)
+        return 0
+    cancelled = cancel_attempt(directory, args.attempt_id, args.reason)
+    console.print(
+        f"attempt {cancelled.attempt_id}: {cancelled.execution_status} ({cancelled.phase})"
+    )
+    return 0
+
+
+def _not_built(name: str) -> int:
+    _err().print(
+        f'subagents {name}: not built yet. Try `subagents run "..."` or `subagents serve --stdio`.'
+    )
+    return EXIT_USAGE
+
+
+# -- parser -----------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="subagents", description="A reliable delegation kernel for LLM agents."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def with_config(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--config", help="host TOML (default: $SUBAGENTS_CONFIG, else offline)")
+
+    serve = sub.add_parser("serve", help="run the durable RPC host (JSON-RPC 2.0)")
+    mode = serve.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--stdio", action="store_true", help="one JSON object per line")
+    mode.add_argument("--http", action="store_true", help="POST /rpc and SSE on 127.0.0.1")
+    with_config(serve)
+    serve.add_argument("--data-dir", help="where sessions, runs and events live")
+    serve.add_argument("--memory", action="store_true", help="keep everything in memory")
+    serve.add_argument(
+        "--shared", action="store_true", help="share the data dir with other live hosts"
+    )
+    serve.add_argument("--owner", help="this host's owner identity (default: random)")
+    serve.add_argument("--port", type=int, default=0, help="HTTP port (default: ephemeral)")
+    serve.add_argument("--token-file", help="where to write the HTTP bearer token")
+    serve.add_argument("--tick", type=float, default=1.0, help="maintenance tick, seconds")
+    serve.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr")
+
+    for name, text in (
+        ("run", "one-shot run with blocking delegation"),
+        ("worker", "one-shot run with delegation disabled"),
+    ):
+        p = sub.add_parser(name, help=text)
+        with_config(p)
+        p.add_argument("--profile", help="profile to run (default: host.default_profile)")
+        p.add_argument("prompt", nargs="?", help="the prompt ('-' or omitted: read stdin)")
+
+    sub.add_parser("diagram", help="mermaid diagrams of every lifecycle")
+
+    verify = sub.add_parser("verify", help="run the properties conformance suite")
+    verify.add_argument("--store", action="append", help="memory | lmdb | lmdb-reopen | mod:fn")
+    verify.add_argument("--machine", action="append", help="machine name (repeatable)")
+    verify.add_argument("--profile", default="ci", help="ci | deep")
+
+    attempts = sub.add_parser("attempts", help="inspect or cancel durable attempts (trusted)")
+    asub = attempts.add_subparsers(dest="attempts_command", required=True, metavar="ACTION")
+    alist = asub.add_parser("list", help="every attempt")
+    alist.add_argument("--session", help="only this session")
+    alist.add_argument("--namespace", default="default")
+    ashow = asub.add_parser("show", help="one attempt")
+    ashow.add_argument("attempt_id")
+    acancel = asub.add_parser("cancel", help="cancel an attempt whose owner is gone")
+    acancel.add_argument("attempt_id")
+    acancel.add_argument("--reason", default="cancelled by operator")
+    for p in (alist, ashow, acancel):
+        p.add_argument("--data-dir", required=True, help="the host's data directory")
+
+    sub.add_parser("chat", help="interactive session (not built yet)")
+    sub.add_parser("demo", help="the offline end-to-end demo (not built yet)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``subagents`` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "serve":
+            return _serve(args)
+        if args.command in ("run", "worker"):
+            return _one_shot(args, worker=args.command == "worker")
+        if args.command == "diagram":
+            return _diagram(args)
+        if args.command == "verify":
+            return _verify(args)
+        if args.command == "attempts":
+            return _attempts(args)
+        return _not_built(args.command)
+    except CliError as exc:
+        return _fail(exc.message, exc.fix)
+    except SubagentsError as exc:
+        fix = getattr(exc, "fix", None) or _FIXES.get(type(exc).__name__, "see the message above")
+        message = getattr(exc, "message", None) or str(exc)
+        return _fail(message, str(fix))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

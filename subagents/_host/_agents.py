@@ -1,0 +1,155 @@
+"""Materializing agents from a host configuration.
+
+:class:`AgentFactory` turns a profile into an executable agent: its model
+(through the :class:`~subagents.ModelProviderRegistry`), its instructions and,
+for a parent, its subagents (``[subagents.NAME]`` entries, whose child
+profile never gets nested subagents, and markdown subagents from
+``host.subagents_dir``). Which delegation tools the parent gets is the
+caller's choice: the RPC host asks for the async-only topology, one-shot
+``subagents run`` for blocking, ``subagents worker`` for none.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .._agent import Agent, AgentBuilder
+from .._agent_spec import (
+    AgentSpecRegistry,
+    ModelProviderRegistry,
+    default_model_providers,
+    project_subagent_spec,
+)
+from .._errors import AgentSpecError
+from .._inheritance import SubagentToolInheritancePolicy
+from .._registry import SubagentConfig, SubagentDelegationMode
+from .._spec import SubagentSpec, load_subagent_dir
+from ._config import HostConfig, ProfileConfig
+from ._delegation import DISABLED, build_parent_agent
+
+
+class UnknownProfile(AgentSpecError):
+    """No profile of that name. Fields: ``profile``, ``known``, ``fix``."""
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UnknownSubagent(AgentSpecError):
+    """A profile names a subagent nobody configured. Fields: ``subagent``, ``fix``."""
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class AgentFactory:
+    """Profiles → agents. ``warnings`` lists markdown files that were skipped."""
+
+    def __init__(self, config: HostConfig, providers: ModelProviderRegistry | None = None) -> None:
+        self.config = config
+        self.providers = providers or default_model_providers()
+        self.spec_registry = AgentSpecRegistry(model_providers=self.providers)
+        self.warnings: list[str] = []
+        self.markdown: dict[str, SubagentSpec] = {}
+        directory = config.subagents_dir()
+        if directory is not None:
+            self._load_markdown(directory)
+
+    def _load_markdown(self, directory: Path) -> None:
+        loaded = load_subagent_dir(directory)
+        for diagnostic in loaded.diagnostics:
+            self.warnings.append(f"subagent file skipped: {diagnostic.message}")
+        self.markdown = {spec.name: spec for spec in loaded.specs}
+        for name, profile in self.config.profiles.items():
+            for sub in profile.subagents:
+                if sub not in self.config.subagents and sub not in self.markdown:
+                    self.warnings.append(
+                        f"profiles.{name}.subagents: unknown subagent {sub!r} (not configured "
+                        f"and not in {directory})"
+                    )
+
+    def profile(self, name: str) -> ProfileConfig:
+        found = self.config.profiles.get(name)
+        if found is None:
+            known = ", ".join(sorted(self.config.profiles))
+            raise UnknownProfile(
+                f"unknown profile {name!r} (profiles: {known})",
+                profile=name,
+                known=sorted(self.config.profiles),
+                fix=f"use one of: {known}, or add [profiles.{name}] to the config",
+            )
+        return found
+
+    def _builder(self, name: str, profile: ProfileConfig) -> AgentBuilder:
+        builder = AgentBuilder(self.providers.resolve(profile.model_id, profile.model_settings))
+        builder.name(name)
+        for text in profile.instruction_list():
+            builder.instructions(text)
+        return builder
+
+    def _inherited_model(self) -> str | None:
+        default = self.config.profiles.get(self.config.host.default_profile)
+        return default.model_id if default is not None else None
+
+    def child_agent(self, name: str) -> Agent:
+        """The executable child behind subagent ``name`` (never with nested subagents)."""
+        entry = self.config.subagents.get(name)
+        if entry is not None:
+            return self._builder(name, self.config.profiles[entry.profile]).build()
+        spec = self.markdown.get(name)
+        if spec is None:
+            raise UnknownSubagent(
+                f"unknown subagent {name!r}",
+                subagent=name,
+                fix=f"add [subagents.{name}] or a markdown file to host.subagents_dir",
+            )
+        projection = project_subagent_spec(spec, self._inherited_model())
+        return self.spec_registry.build_agent(projection.agent_spec)
+
+    def subagent_config(self, name: str) -> SubagentConfig:
+        entry = self.config.subagents.get(name)
+        if entry is not None:
+            config = SubagentConfig(name, self.child_agent(name), entry.description or None)
+            return config.with_tool_inheritance(
+                SubagentToolInheritancePolicy(entry.required_tools, entry.optional_tools)
+            )
+        spec = self.markdown.get(name)
+        if spec is None:
+            raise UnknownSubagent(
+                f"unknown subagent {name!r}",
+                subagent=name,
+                fix=f"add [subagents.{name}] or a markdown file to host.subagents_dir",
+            )
+        projection = project_subagent_spec(spec, self._inherited_model())
+        return SubagentConfig.from_agent_spec(
+            projection.agent_spec, projection.tool_inheritance, self.spec_registry
+        )
+
+    def subagent_names(self, profile_name: str) -> list[str]:
+        """The subagents a profile exposes as a parent (none for a pure child profile)."""
+        profile = self.profile(profile_name)
+        return list(profile.subagents)
+
+    def build(
+        self,
+        profile_name: str,
+        mode: SubagentDelegationMode,
+        supervisor: object | None = None,
+    ) -> tuple[Agent, str]:
+        """The agent of ``profile_name`` and the delegation mode actually installed.
+
+        ``ASYNC`` asks for the async-only topology (see
+        :func:`~subagents._host._delegation.build_parent_agent`); ``BLOCKING``
+        installs ``delegate``; ``DISABLED`` installs no delegation tool.
+        """
+        profile = self.profile(profile_name)
+        builder = self._builder(profile_name, profile)
+        if mode is SubagentDelegationMode.DISABLED or not profile.subagents:
+            return builder.build(), DISABLED
+        configs = [self.subagent_config(name) for name in profile.subagents]
+        if mode is SubagentDelegationMode.BLOCKING:
+            for config in configs:
+                builder.subagent(config)
+            builder.subagent_delegation_mode(SubagentDelegationMode.BLOCKING)
+            return builder.build(), SubagentDelegationMode.BLOCKING.value
+        return build_parent_agent(builder, configs, supervisor)
