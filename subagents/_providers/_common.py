@@ -262,6 +262,13 @@ def classify(sdk: Any, error: BaseException) -> Failure | None:
         return Failure(ProviderTimeout, "the request timed out")
     if isinstance(error, sdk.APIConnectionError):
         return Failure(ProviderConnectionError, "could not connect to the server")
+    # While a stream is read, the SDK lets its HTTP library's errors through.
+    library = http_library(sdk)
+    if library is not None:
+        if isinstance(error, library.TimeoutException):
+            return Failure(ProviderTimeout, "the response stream timed out")
+        if isinstance(error, library.TransportError):
+            return Failure(ProviderConnectionError, "the connection broke mid-response")
     if not isinstance(error, sdk.APIError):
         return None
     kind, body_message = _body_error(getattr(error, "body", None))
@@ -554,6 +561,17 @@ class ProviderModel(Model, abc.ABC):
         )
 
 
+def http_library(sdk: Any) -> Any | None:
+    """The HTTP library module (``httpx`` or ``httpx2``) the SDK's async client is built on."""
+    factory = getattr(sdk, "DefaultAsyncHttpxClient", None)
+    if factory is None:
+        return None
+    for klass in factory.__mro__:
+        if klass.__name__ == "AsyncClient":
+            return importlib.import_module(klass.__module__.split(".")[0])
+    return None
+
+
 _TLS_CONTEXTS: dict[str, Any] = {}
 _TLS_LOCK = threading.Lock()
 
@@ -570,21 +588,14 @@ def http_client(sdk: Any) -> Any | None:
     hooks this needs.
     """
     factory = getattr(sdk, "DefaultAsyncHttpxClient", None)
-    if factory is None:
-        return None
-    library = next(
-        (k.__module__.split(".")[0] for k in factory.__mro__ if k.__name__ == "AsyncClient"),
-        None,
-    )
-    if library is None:
+    library = http_library(sdk)
+    if factory is None or library is None:
         return None
     try:
         with _TLS_LOCK:
-            context = _TLS_CONTEXTS.get(library)
+            context = _TLS_CONTEXTS.get(library.__name__)
             if context is None:
-                context = _TLS_CONTEXTS[library] = importlib.import_module(
-                    library
-                ).create_ssl_context()
+                context = _TLS_CONTEXTS[library.__name__] = library.create_ssl_context()
         return factory(verify=context)
     except Exception:  # an HTTP library without these hooks: the SDK's default
         return None

@@ -10,7 +10,9 @@ body) so tests can assert what the provider adapter sent.
 ``$API_KEY`` in a fixture is replaced by the key the client sent, the way a
 real server echoes a bad key back in its 401 message: the redaction tests
 rely on it. A reply with ``hang=True`` answers nothing until the server is
-closed (the client's timeout fires first). With no reply left, the server
+closed (the client's timeout fires first); ``hang_after=True`` sends its
+body without a length and then keeps the connection open until the server
+is closed or the client hangs up (a stream that never ends). With no reply left, the server
 answers 599 with a message naming the request, so a short script fails
 loudly instead of hanging.
 """
@@ -38,6 +40,7 @@ class Reply:
     sse: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     hang: bool = False
+    hang_after: bool = False
 
     @classmethod
     def fixture(cls, provider: str, name: str, *, stream: bool = False) -> Reply:
@@ -138,11 +141,15 @@ class FakeProviderServer:
                     content_type = "application/json"
                 self.send_response(reply.status)
                 self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(payload)))
+                if not reply.hang_after:
+                    self.send_header("Content-Length", str(len(payload)))
                 for name, value in reply.headers.items():
                     self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(payload)
+                if reply.hang_after:
+                    self.wfile.flush()
+                    server._release.wait()
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass  # keep test output clean

@@ -10,14 +10,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from fake_provider_server import FakeProviderServer, ServerFactory
-from provider_cases import ProviderCase, other_case
+import pytest
+from fake_provider_server import FakeProviderServer, Reply, ServerFactory
+from provider_cases import ProviderCase, RecordingSleep, other_case
 
 from subagents import (
     AgentBuilder,
     AgentContext,
     AgentStreamRecord,
     FunctionTool,
+    ProviderTimeout,
     SubagentConfig,
     ToolContext,
 )
@@ -195,3 +197,68 @@ async def test_a_parent_delegates_to_a_child_on_another_provider_and_usage_adds_
     # Two parent requests plus one child request, each 20 in / 8 out / 4 cached.
     assert context.usage.to_value() == _usage(requests=3, tool_calls=1)
     assert result.usage.to_value() == _usage(requests=3, tool_calls=1)
+
+
+async def test_a_streamed_delegation_carries_the_childs_deltas_attributed_to_it(
+    case: ProviderCase, new_server: ServerFactory
+) -> None:
+    child_case = other_case(case)
+    parent_server, child_server = new_server(), new_server()
+    parent_server.script(case.reply_stream("delegate"), case.reply_stream("after_delegate"))
+    child_server.script(child_case.reply_stream("child_text"))
+    child = AgentBuilder(child_case.model(child_server)).name("researcher").build()
+    app = (
+        AgentBuilder(case.model(parent_server))
+        .subagent(SubagentConfig("research", child))
+        .build_app()
+    )
+
+    records, result = await _stream(app.run_stream("Ask the researcher."))
+
+    child_deltas = [
+        r.payload["content"] for r in records if r.kind == "text_delta" and r.source is not None
+    ]
+    parent_deltas = [
+        r.payload["content"] for r in records if r.kind == "text_delta" and r.source is None
+    ]
+    assert "".join(child_deltas) == "Research done: Paris."
+    assert "".join(parent_deltas) == result.output == "The researcher says: Paris."
+    assert {r.source.agent_name for r in records if r.source is not None} == {"research"}
+    assert result.usage.to_value() == _usage(requests=3, tool_calls=1)
+
+
+async def test_closing_a_stream_mid_answer_cancels_the_run_and_closes_the_connection(
+    case: ProviderCase, server: FakeProviderServer
+) -> None:
+    # The recorded stream up to its first text delta, then a connection that stays open.
+    events = case.reply_stream("text").sse.split("\n\n")  # type: ignore[union-attr]
+    first_delta = next(i for i, event in enumerate(events) if "Paris is " in event)
+    server.script(Reply(sse="\n\n".join(events[: first_delta + 1]) + "\n\n", hang_after=True))
+    stream = AgentBuilder(case.model(server, timeout=10.0)).build().run_stream("hi")
+
+    kinds = []
+    async for record in stream:
+        kinds.append(record.kind)
+        if record.kind == "text_delta":
+            break
+    await stream.aclose()
+
+    assert kinds == ["run_started", "text_delta"]
+    with pytest.raises(RuntimeError, match="not finished"):
+        _ = stream.result
+
+
+async def test_a_stream_that_stalls_mid_answer_is_a_timeout(
+    case: ProviderCase, server: FakeProviderServer
+) -> None:
+    events = case.reply_stream("text").sse.split("\n\n")  # type: ignore[union-attr]
+    first_delta = next(i for i, event in enumerate(events) if "Paris is " in event)
+    server.script(Reply(sse="\n\n".join(events[: first_delta + 1]) + "\n\n", hang_after=True))
+    sleep = RecordingSleep()
+    agent = AgentBuilder(case.model(server, timeout=0.2, sleep=sleep)).build()
+
+    with pytest.raises(ProviderTimeout, match="timed out"):
+        async for _ in agent.run_stream("hi"):
+            pass
+
+    assert sleep.delays == []
