@@ -539,9 +539,14 @@ class ContractMachine(RuleBasedStateMachine):
     def _check_namespace(self, ns: str) -> None:
         model = {a: r for a, r in self.model.attempts.items() if r.namespace_id == ns}
         listed = self.store.list_attempts(ns)
-        if sorted(r.attempt_id for r in listed) != sorted(model):
+        order = [
+            r.attempt_id
+            for r in sorted(model.values(), key=lambda r: (r.accepted_at, r.attempt_id))
+        ]
+        if [r.attempt_id for r in listed] != order:
             raise self.violation(
-                f"list_attempts({ns}) ids {[r.attempt_id for r in listed]} != model {list(model)}"
+                f"list_attempts({ns}) {[r.attempt_id for r in listed]} != model, ordered by "
+                f"accepted_at then id, {order}"
             )
         for got in listed:
             diffs = diff_attempt(model[got.attempt_id], got)
@@ -570,6 +575,16 @@ class ContractMachine(RuleBasedStateMachine):
             raise self.violation(
                 f"session {sid} is {status}, model {self.model.sessions[sid].status}"
             )
+        if [s.session_id for s in self.store.list_sessions(ns)] != [sid]:
+            raise self.violation(f"list_sessions({ns}) does not list exactly {sid}")
+        by_session = [r.attempt_id for r in self.store.list_attempts(ns, sid)]
+        if by_session != order:
+            raise self.violation(f"list_attempts({ns}, {sid}) {by_session} != {order}")
+        pending_in_session = sorted(r.attempt_id for r in self.store.list_pending_attempts(ns, sid))
+        if pending_in_session != want_pending:
+            raise self.violation(
+                f"list_pending_attempts({ns}, {sid}) {pending_in_session} != {want_pending}"
+            )
 
     def _check_runs(self) -> None:
         for sid in self.sessions.values():
@@ -584,6 +599,8 @@ class ContractMachine(RuleBasedStateMachine):
             if seqs != sorted(set(seqs)):
                 raise self.violation(f"list_runs({sid}) sequence numbers not increasing: {seqs}")
             for got, want in zip(runs, model, strict=True):
+                if self.store.load_run(sid, got.run_id) != got:
+                    raise self.violation(f"load_run({sid}, {got.run_id}) != list_runs entry")
                 lease = got.admission_lease
                 facts = (
                     str(got.status),

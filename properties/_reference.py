@@ -74,6 +74,13 @@ DECISIONS: tuple[str, ...] = (
     "acquire_continuation in the window where an artifact's expires_at passed but "
     "expire_retention has not run may be Ok or Conflict.",
     "After delivery the stored `delivery_claim` is not compared (a store may keep or clear it).",
+    "acquire_continuation's `claim_deadline` bounds the claim it takes; when the attempt is "
+    "already claimed under `request.claim_id` a past deadline is not refused.",
+    "An admit_run retry with the same idempotency key and request returns the first receipt "
+    "(idempotent_replay=True) even when a run is now live or the session inactive.",
+    "A failed or cancelled consumer's expired claim is released with suppression by reconcile "
+    "and by the next claim alike; an automatic claim is then refused but the release stays.",
+    "`updated_at` is compared only where the contract stamps it (update_attempt_execution).",
 )
 
 
