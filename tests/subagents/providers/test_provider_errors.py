@@ -132,6 +132,15 @@ async def test_an_unreachable_server_is_retried_then_reported(case: ProviderCase
     assert sleep.delays == [0.5, 1.0]
 
 
+async def test_the_public_endpoints_are_out_of_reach_in_tests(case: ProviderCase) -> None:
+    model = case.model_class(
+        "test-model", api_key=API_KEY, sleep=RecordingSleep(), retry=RetryPolicy(max_retries=0)
+    )
+
+    with pytest.raises(ProviderConnectionError):
+        await AgentBuilder(model).build().run("hi")
+
+
 async def test_a_request_that_outlives_the_timeout_fails_without_retry(
     case: ProviderCase, server: FakeProviderServer
 ) -> None:
