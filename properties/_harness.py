@@ -303,18 +303,32 @@ class ContractMachine(RuleBasedStateMachine):
         return got is not None
 
     def update_execution(self, view: AttemptRecord, status: str, child: str | None = None) -> None:
+        # The writer leaves updated_at as it was: the store must stamp its own now.
         record = msgspec.structs.replace(
             view,
             execution_status=status,
             child_run_id=child if child is not None else view.child_run_id,
-            updated_at=self.clock.now(),
         )
+        before = self.model.attempts.get(record.attempt_id)
+        now = self.clock.now()
+
+        def check(got: AttemptRecord) -> None:
+            self.check_record("update_attempt_execution", got)
+            moved = before is not None and (
+                before.execution_status != got.execution_status
+                or before.child_run_id != got.child_run_id
+            )
+            if moved and got.updated_at != now:
+                raise self.violation(
+                    f"update_attempt_execution: updated_at {got.updated_at} is not store now {now}"
+                )
+
         self.expect(
             f"update_attempt_execution(-> {status})",
             lambda: self.store.update_attempt_execution(record),
             self.model.update_execution(record),
             attempt_id=record.attempt_id,
-            check=self.record_checker("update_attempt_execution"),
+            check=check,
         )
 
     def terminal_commit(
