@@ -216,10 +216,31 @@ class FencingMachine(ContractMachine):
             self.update_execution_as(aid, self._index_of(aid, owner), "starting")
         elif then == "commit":
             self.commit_terminal_as(aid, self._index_of(aid, owner), "failed")
-        elif then == "fence":
-            self.fence(self.model.attempts[aid].namespace_id)
+        elif then == "fence" and self.model.attempts[aid].namespace_id == FENCED_NS:
+            self.fence(FENCED_NS)
         elif then == "reconcile":
             self.reconcile(self.model.attempts[aid].namespace_id)
+
+    @precondition(
+        lambda self: (
+            self.model.sessions[self.sessions[FENCED_NS]].status != "deleting"
+            and any(
+                r.namespace_id == FENCED_NS and r.owner_lease.lease_expires_at > self.clock.now()
+                for r in self.model.attempts.values()
+                if r.result_ref is None
+            )
+        )
+    )
+    @rule()
+    def fence_when_the_last_lease_expires(self) -> None:
+        """Store time reaches the last live lease's expiry exactly; the fence then succeeds."""
+        last = max(
+            r.owner_lease.lease_expires_at
+            for r in self.model.attempts.values()
+            if r.namespace_id == FENCED_NS and r.result_ref is None
+        )
+        self.clock.advance(last - self.clock.now())
+        self.fence(FENCED_NS)
 
     def _index_of(self, aid: str, lease: OwnerLease) -> int:
         leases = list(self.writers[aid].values())
