@@ -101,9 +101,14 @@ REDACTED = "[redacted]"
 
 
 def redact(text: str, secrets: Sequence[str] = ()) -> str:
-    """``text`` with every secret in ``secrets`` and every key-shaped token replaced."""
+    """``text`` with every secret in ``secrets`` and every key-shaped token replaced.
+
+    Secrets shorter than 4 characters (placeholders such as ``"x"`` that
+    local servers accept) are left alone: replacing them would garble the
+    message and protect nothing.
+    """
     for secret in secrets:
-        if secret:
+        if len(secret) >= 4:
             text = text.replace(secret, REDACTED)
     return _KEY_PATTERNS.sub(REDACTED, text)
 
