@@ -47,7 +47,7 @@ import msgspec
 
 from statemachines import SubagentsError
 
-from .._agent_spec import default_model_providers
+from .._agent_spec import ModelProviderRegistry, default_model_providers
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -195,9 +195,17 @@ def _validation_error(
 
 
 def parse_host_config(
-    text: str, *, source: str = "<memory>", base_dir: str | os.PathLike[str] = "."
+    text: str,
+    *,
+    source: str = "<memory>",
+    base_dir: str | os.PathLike[str] = ".",
+    providers: ModelProviderRegistry | None = None,
 ) -> HostConfig:
-    """Parse and validate TOML text. Raises :class:`HostConfigError`."""
+    """Parse and validate TOML text. Raises :class:`HostConfigError`.
+
+    Model ids are checked against ``providers`` (default: the process-wide
+    :func:`~subagents.default_model_providers`).
+    """
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -227,11 +235,13 @@ def parse_host_config(
         source=source,
         base_dir=os.fspath(base_dir),
     )
-    _check(config)
+    _check(config, providers or default_model_providers())
     return config
 
 
-def load_host_config(path: str | os.PathLike[str]) -> HostConfig:
+def load_host_config(
+    path: str | os.PathLike[str], *, providers: ModelProviderRegistry | None = None
+) -> HostConfig:
     """Load ``path``; relative paths inside resolve against its directory."""
     file = Path(path)
     source = os.fspath(path)
@@ -247,10 +257,12 @@ def load_host_config(path: str | os.PathLike[str]) -> HostConfig:
         raise _config_error(
             source, None, f"cannot read: {exc.strerror or exc}", "check the path and permissions"
         ) from None
-    return parse_host_config(text, source=source, base_dir=file.resolve().parent)
+    return parse_host_config(
+        text, source=source, base_dir=file.resolve().parent, providers=providers
+    )
 
 
-def _check(config: HostConfig) -> None:
+def _check(config: HostConfig, providers: ModelProviderRegistry) -> None:
     src = config.source
     host = config.host
     if not (math.isfinite(host.lease_ttl) and host.lease_ttl > 0):
@@ -275,7 +287,6 @@ def _check(config: HostConfig) -> None:
         )
     if not config.profiles:
         raise _config_error(src, "profiles", "no profile defined", "add a [profiles.default] table")
-    providers = default_model_providers()
     for name, profile in config.profiles.items():
         key = f"profiles.{name}"
         if not _NAME.match(name):

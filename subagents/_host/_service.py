@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import time
 from collections.abc import Callable
@@ -664,6 +665,24 @@ class HostService:
         profile = params.profile or self.config.host.default_profile
         self._profile(profile)
         session_id = params.session_id or f"session_{self.ids.uuid4().hex}"
+        if params.session_id is not None:
+            try:
+                existing = self.store.load_session(session_id)
+            except NotFound:
+                pass
+            else:
+                # An identical retry returns the stored session; anything else collides.
+                if (
+                    existing.namespace_id == self.namespace_id
+                    and existing.profile == profile
+                    and existing.metadata == dict(params.metadata)
+                ):
+                    return self._session_info(existing)
+                raise RpcError(
+                    ErrorCode.ALREADY_EXISTS,
+                    f"session {session_id!r} exists with other content",
+                    {"reason": "already_exists"},
+                )
         now = self.clock.now()
         record = self.store.create_session(
             SessionRecord(
@@ -731,6 +750,24 @@ class HostService:
         profile = params.profile or session.profile or self.config.host.default_profile
         self._profile(profile)
         run_id = f"run_{self.ids.uuid4().hex}"
+        if params.idempotency_key is not None:
+            # One key, one run: the run id is derived from the key, so a retry
+            # finds the run it admitted (the store's receipt binds the exact request).
+            key = f"{params.session_id}\0{params.idempotency_key}".encode()
+            run_id = f"run_{hashlib.sha256(key).hexdigest()[:32]}"
+            try:
+                prior = self.store.load_run(params.session_id, run_id)
+            except NotFound:
+                pass
+            else:
+                same = "".join(p.text for p in prior.input) == params.input
+                if not same or prior.profile != profile:
+                    raise RpcError(
+                        ErrorCode.IDEMPOTENCY_CONFLICT,
+                        "idempotency_key reused with another request",
+                        {"reason": "idempotency_conflict"},
+                    )
+                return self._run_info(prior, replay=True)
         admission_id = f"adm_{self.ids.token_hex(8)}"
         now = self.clock.now()
         receipt = self.store.admit_run(

@@ -1,0 +1,34 @@
+"""Fixtures: an in-process host over a memory store, always closed."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from host_helpers import CONFIG, Client
+
+from storage import MemorySessionStore
+from subagents._host import HostService, dispatcher_for, parse_host_config
+from subagents._host._eventlog import MemoryEventLog
+
+
+@pytest.fixture
+async def service() -> AsyncIterator[HostService]:
+    store = MemorySessionStore()
+    svc = HostService(
+        parse_host_config(CONFIG),
+        store=store,
+        events=MemoryEventLog(),
+        tick_seconds=0.05,
+        closers=[store.close],
+    )
+    await svc.start()
+    try:
+        yield svc
+    finally:
+        await svc.close()
+
+
+@pytest.fixture
+def client(service: HostService) -> Client:
+    return Client(dispatcher_for(service))

@@ -1,0 +1,182 @@
+"""Shared helpers of the host tests: offline configs, an in-process client, real host processes."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from subagents._host import Connection, Dispatcher
+
+REPO = Path(__file__).resolve().parents[2]
+TIMEOUT = 30.0
+
+CONFIG = """
+[host]
+lease_ttl = 5.0
+
+[profiles.default]
+model_id = "test:echo"
+subagents = ["research"]
+
+[profiles.research]
+model_id = "test:text=three facts"
+
+[subagents.research]
+profile = "research"
+description = "Collect facts"
+"""
+
+
+class Client:
+    """Calls a dispatcher in process, frame by frame, like a transport would."""
+
+    def __init__(self, dispatcher: Dispatcher, conn: Connection | None = None) -> None:
+        self.dispatcher = dispatcher
+        self.conn = conn or Connection(transport="test")
+        self.next_id = 0
+
+    async def raw(self, frame: bytes) -> Any:
+        reply = await self.dispatcher.handle(frame, self.conn)
+        return None if reply is None else json.loads(reply)
+
+    async def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        self.next_id += 1
+        frame: dict[str, Any] = {"jsonrpc": "2.0", "id": self.next_id, "method": method}
+        if params is not None:
+            frame["params"] = params
+        reply = await self.raw(json.dumps(frame).encode())
+        assert reply["id"] == self.next_id
+        return reply
+
+    async def result(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        reply = await self.call(method, params)
+        assert "result" in reply, reply
+        return reply["result"]
+
+
+def cli_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("SUBAGENTS_CONFIG", None)
+    return env
+
+
+def run_cli(
+    *args: str, stdin: str | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "subagents._cli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        cwd=cwd or REPO,
+        timeout=120,
+        check=False,
+    )
+
+
+class StdioHost:
+    """``subagents serve --stdio`` as a real subprocess; replies matched by id."""
+
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "subagents._cli", "serve", "--stdio", *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=cli_env(),
+            cwd=REPO,
+        )
+        self.lines: queue.Queue[bytes | None] = queue.Queue()
+        self.stderr: list[bytes] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self._err = threading.Thread(target=self._read_err, daemon=True)
+        self._err.start()
+        self.next_id = 0
+        self.notifications: list[dict[str, Any]] = []
+        self.pending: dict[Any, dict[str, Any]] = {}
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def _read_err(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.stderr.append(line)
+
+    def send_raw(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def next_frame(self) -> Any:
+        line = self.lines.get(timeout=TIMEOUT)
+        assert line is not None, b"".join(self.stderr).decode()
+        return json.loads(line)
+
+    def reply_for(self, request_id: Any) -> dict[str, Any]:
+        if request_id in self.pending:
+            return self.pending.pop(request_id)
+        while True:
+            frame = self.next_frame()
+            if "method" in frame and "id" not in frame:
+                self.notifications.append(frame)
+                continue
+            if frame.get("id") == request_id:
+                return dict(frame)
+            self.pending[frame.get("id")] = frame
+
+    def call(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        self.next_id += 1
+        frame: dict[str, Any] = {"jsonrpc": "2.0", "id": self.next_id, "method": method}
+        if params is not None:
+            frame["params"] = params
+        self.send_raw(json.dumps(frame).encode() + b"\n")
+        return self.reply_for(self.next_id)
+
+    def result(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        reply = self.call(method, params)
+        assert "result" in reply, reply
+        return reply["result"]
+
+    def wait_notification(self, predicate: Any) -> dict[str, Any]:
+        for frame in self.notifications:
+            if predicate(frame):
+                self.notifications.remove(frame)
+                return frame
+        while True:
+            frame = self.next_frame()
+            if "method" in frame and "id" not in frame:
+                if predicate(frame):
+                    return dict(frame)
+                self.notifications.append(frame)
+            else:
+                self.pending[frame.get("id")] = frame
+
+    def close(self) -> int:
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            with contextlib.suppress(BrokenPipeError):
+                self.proc.stdin.close()
+        try:
+            code = self.proc.wait(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait(timeout=TIMEOUT)
+        self._reader.join(timeout=TIMEOUT)
+        self._err.join(timeout=TIMEOUT)
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+        return code
