@@ -112,6 +112,7 @@ _VERSION_OF: dict[type, Callable[[Any], int]] = {
     SessionRecord: _own_version,
     RunRecord: _own_version,
     AttemptRecord: _own_version,
+    Artifact: _own_version,
     ContinuationReceipt: _continuation_version,
     RunAdmissionReceipt: _admission_version,
 }

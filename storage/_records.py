@@ -119,6 +119,7 @@ class Artifact(msgspec.Struct, frozen=True, kw_only=True):
     size_bytes: int
     created_at: float
     expires_at: float
+    schema_version: int = SCHEMA_VERSION
 
 
 class ArtifactLimits(msgspec.Struct, frozen=True, kw_only=True):
