@@ -2,7 +2,10 @@
 
 ``statemachines < storage < actors < subagents``: a package may import its own
 layer and the ones below it. ``properties`` may import statemachines, storage
-and actors, never subagents. Nothing imports ``properties`` except tests.
+and actors, never subagents. Nothing imports ``properties`` except tests and
+the CLI (``subagents/_cli.py``), whose ``verify`` command runs the suite: the
+CLI is the very top, and ``properties`` never imports ``subagents``, so no
+cycle can form.
 Imports are read with :mod:`ast`, so a violation inside a function or under
 ``TYPE_CHECKING`` counts too.
 """
@@ -24,6 +27,8 @@ ALLOWED: dict[str, set[str]] = {
 ALLOWED["properties"] = {"statemachines", "storage", "actors", "properties"}
 # Project code outside the layers that must not import properties either.
 OTHER_CODE = ("bench", "examples")
+# The one place above the layers that may run the conformance suite.
+PROPERTIES_USERS = {Path("subagents/_cli.py")}
 
 
 def _python_files(directory: str) -> list[Path]:
@@ -45,6 +50,8 @@ def _violations(package: str) -> list[str]:
     found = []
     for path in _python_files(package):
         for line, target in _imported_packages(path):
+            if target == "properties" and path.relative_to(ROOT) in PROPERTIES_USERS:
+                continue
             if target in LAYERED and target not in ALLOWED[package]:
                 found.append(f"{path.relative_to(ROOT)}:{line} imports {target}")
     return found
@@ -52,8 +59,7 @@ def _violations(package: str) -> list[str]:
 
 @pytest.mark.parametrize("package", LAYERED)
 def test_a_layer_imports_only_itself_and_the_layers_below(package: str) -> None:
-    if not _python_files(package):
-        pytest.skip(f"{package}/ has no python files yet")
+    assert _python_files(package), f"{package}/ has no python files"
     assert _violations(package) == []
 
 
@@ -62,7 +68,7 @@ def test_nothing_but_tests_imports_properties() -> None:
     for directory in (*ORDER, *OTHER_CODE):
         for path in _python_files(directory):
             for line, target in _imported_packages(path):
-                if target == "properties":
+                if target == "properties" and path.relative_to(ROOT) not in PROPERTIES_USERS:
                     found.append(f"{path.relative_to(ROOT)}:{line}")
     assert found == []
 
