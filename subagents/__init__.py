@@ -61,6 +61,13 @@ from ._hooks import StaticCapabilityBundle as StaticCapabilityBundle
 from ._hooks import SubagentExecutionHook as SubagentExecutionHook
 from ._hooks import SubagentExecutionMetadata as SubagentExecutionMetadata
 from ._hooks import SubagentExecutionOutcome as SubagentExecutionOutcome
+from ._host import HostConfig as HostConfig
+from ._host import HostConfigError as HostConfigError
+from ._host import HostService as HostService
+from ._host import RpcError as RpcError
+from ._host import load_host_config as load_host_config
+from ._host import open_host as open_host
+from ._host import parse_host_config as parse_host_config
 from ._ids import ConversationId as ConversationId
 from ._ids import RunId as RunId
 from ._ids import TaskId as TaskId
@@ -153,6 +160,9 @@ __all__ = [
     "EventBus",
     "FunctionModel",
     "FunctionTool",
+    "HostConfig",
+    "HostConfigError",
+    "HostService",
     "MissingApiKey",
     "MissingInheritedModel",
     "MissingRequiredTool",
@@ -184,6 +194,7 @@ __all__ = [
     "RequestUsage",
     "RetryPolicy",
     "RetryPromptPart",
+    "RpcError",
     "RunId",
     "StaticCapabilityBundle",
     "SubagentCapabilityInheritancePolicy",
@@ -234,10 +245,13 @@ __all__ = [
     "default_model_providers",
     "delegation_tools",
     "is_main_agent_only_tool",
+    "load_host_config",
     "load_subagent_dir",
     "load_subagent_file",
     "make_test_model",
     "model_from_id",
+    "open_host",
+    "parse_host_config",
     "parse_subagent_markdown",
     "project_subagent_spec",
     "register_providers",

@@ -35,7 +35,6 @@ from ._host import (
     AttemptView,
     HostConfig,
     default_host_config,
-    dispatcher_for,
     load_host_config,
     open_host,
 )
@@ -52,7 +51,7 @@ _FIXES: dict[str, str] = {
 }
 
 
-class CliError(Exception):
+class _CliError(Exception):
     """A fixable error: ``message`` and ``fix`` are printed, exit status 2."""
 
     def __init__(self, message: str, fix: str) -> None:
@@ -119,7 +118,7 @@ async def _serve_async(service: Any, args: argparse.Namespace) -> None:
     except BaseException:
         await service.close()
         raise
-    dispatcher = dispatcher_for(service)
+    dispatcher = service.dispatcher()
     if args.stdio:
         await serve_stdio(service, dispatcher)
         return
@@ -152,7 +151,7 @@ def _prompt(args: argparse.Namespace) -> str:
     if args.prompt and args.prompt != "-":
         return str(args.prompt)
     if sys.stdin.isatty():
-        raise CliError("no prompt given", "pass the prompt as an argument, or pipe it on stdin")
+        raise _CliError("no prompt given", "pass the prompt as an argument, or pipe it on stdin")
     return sys.stdin.read()
 
 
@@ -188,13 +187,15 @@ def _verify(args: argparse.Namespace) -> int:
     machines = list(properties.MACHINES) if not args.machine else args.machine
     unknown = [m for m in machines if m not in properties.MACHINES]
     if unknown:
-        raise CliError(
+        raise _CliError(
             f"unknown machine {unknown[0]!r}", f"use one of: {', '.join(properties.MACHINES)}"
         )
     try:
         factories = [properties.resolve_factory(spec) for spec in (args.store or ["memory"])]
     except (ValueError, ImportError, AttributeError) as exc:
-        raise CliError(str(exc), "use --store memory, lmdb, lmdb-reopen or module:factory") from exc
+        raise _CliError(
+            str(exc), "use --store memory, lmdb, lmdb-reopen or module:factory"
+        ) from exc
     properties.load_profile(args.profile)
     settings = properties.profile_settings(args.profile)
     results = []
@@ -239,7 +240,7 @@ def _verify(args: argparse.Namespace) -> int:
 def _data_dir(args: argparse.Namespace) -> Path:
     directory = resolve_data_dir(None, args.data_dir)
     if not (directory / "lmdb").exists():
-        raise CliError(
+        raise _CliError(
             f"no store in data directory {directory}",
             "pass the --data-dir a host was served with",
         )
@@ -248,7 +249,8 @@ def _data_dir(args: argparse.Namespace) -> Path:
 
 def _attempts_table(views: Sequence[AttemptView]) -> Table:
     table = Table(title=f"{len(views)} attempts")
-    for column in ("attempt", "subagent", "session", "phase", "execution", "owner", "lease"):
+    table.add_column("attempt", no_wrap=True)
+    for column in ("subagent", "session", "phase", "execution", "owner", "lease"):
         table.add_column(column, overflow="fold")
     now = time.time()
     for v in views:
@@ -277,6 +279,8 @@ def _attempts(args: argparse.Namespace) -> int:
     if args.attempts_command == "show":
         found = show_attempt(directory, args.attempt_id)
         table = Table(show_header=False, title=found.attempt_id)
+        table.add_column("field", no_wrap=True)
+        table.add_column("value", no_wrap=True)
         for key in AttemptView.__struct_fields__:
             table.add_row(key, str(getattr(found, key)))
         console.print(table)
@@ -298,7 +302,7 @@ def _not_built(name: str) -> int:
 # -- parser -----------------------------------------------------------------------------------
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="subagents", description="A reliable delegation kernel for LLM agents."
     )
@@ -359,7 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``subagents`` console script."""
-    args = build_parser().parse_args(argv)
+    args = _build_parser().parse_args(argv)
     try:
         if args.command == "serve":
             return _serve(args)
@@ -372,7 +376,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "attempts":
             return _attempts(args)
         return _not_built(args.command)
-    except CliError as exc:
+    except _CliError as exc:
         return _fail(exc.message, exc.fix)
     except SubagentsError as exc:
         fix = getattr(exc, "fix", None) or _FIXES.get(type(exc).__name__, "see the message above")

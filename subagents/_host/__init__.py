@@ -23,7 +23,7 @@ from ._datadir import (
 )
 from ._jsonrpc import ERROR_CODES, Connection, Dispatcher, ErrorCode, RpcError
 from ._methods import METHOD_NAMES, METHODS
-from ._service import HostService, map_store_error
+from ._service import HostService
 from ._trusted import (
     AttemptOwned,
     AttemptView,
@@ -74,16 +74,6 @@ def open_host(
         raise
 
 
-def dispatcher_for(service: HostService) -> Dispatcher:
-    """The JSON-RPC dispatcher bound to ``service`` with the configured limits."""
-    return Dispatcher(
-        service.bindings(),
-        max_request_bytes=service.config.host.max_request_bytes,
-        max_batch=service.config.host.max_batch,
-        map_error=map_store_error,
-    )
-
-
 __all__ = [
     "ERROR_CODES",
     "METHODS",
@@ -104,7 +94,6 @@ __all__ = [
     "TrustedAttempts",
     "cancel_attempt",
     "default_host_config",
-    "dispatcher_for",
     "list_attempts",
     "load_host_config",
     "open_host",

@@ -67,7 +67,7 @@ from ._agents import AgentFactory
 from ._config import HostConfig, ProfileConfig
 from ._delegation import DISABLED
 from ._eventlog import EventLog
-from ._jsonrpc import ERROR_CODES, Binding, Connection, ErrorCode, RpcError
+from ._jsonrpc import ERROR_CODES, Binding, Connection, Dispatcher, ErrorCode, RpcError
 from ._methods import (
     EVENT_NOTIFICATION,
     METHOD_NAMES,
@@ -989,6 +989,15 @@ class HostService:
         for sub_id in list(conn.subscriptions):
             self.remove_listener(sub_id)
         conn.subscriptions.clear()
+
+    def dispatcher(self) -> Dispatcher:
+        """A JSON-RPC dispatcher over this service, with the configured frame limits."""
+        return Dispatcher(
+            self.bindings(),
+            max_request_bytes=self.config.host.max_request_bytes,
+            max_batch=self.config.host.max_batch,
+            map_error=map_store_error,
+        )
 
     # -- the table ----------------------------------------------------------------------------
 

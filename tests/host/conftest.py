@@ -8,7 +8,7 @@ import pytest
 from host_helpers import CONFIG, Client
 
 from storage import MemorySessionStore
-from subagents._host import HostService, dispatcher_for, parse_host_config
+from subagents._host import HostService, parse_host_config
 from subagents._host._eventlog import MemoryEventLog
 
 
@@ -31,4 +31,4 @@ async def service() -> AsyncIterator[HostService]:
 
 @pytest.fixture
 def client(service: HostService) -> Client:
-    return Client(dispatcher_for(service))
+    return Client(service.dispatcher())

@@ -11,7 +11,7 @@ from host_helpers import CONFIG, Client
 
 from storage import AdmissionLease, ManualClock, MemorySessionStore, RunRecord, SessionRecord
 from subagents import FunctionModel, ModelMessage, ModelRequestParameters, default_model_providers
-from subagents._host import HostService, dispatcher_for, parse_host_config
+from subagents._host import HostService, parse_host_config
 from subagents._host._eventlog import MemoryEventLog
 from subagents._host._methods import HostEvent
 
@@ -77,7 +77,7 @@ async def gated() -> AsyncIterator[tuple[HostService, Client, Gate]]:
     )
     await svc.start()
     try:
-        yield svc, Client(dispatcher_for(svc)), gate
+        yield svc, Client(svc.dispatcher()), gate
     finally:
         gate.release.set()
         await svc.close()
@@ -209,7 +209,7 @@ async def test_subscribe_pushes_events(service: HostService) -> None:
     pushed: list[dict[str, Any]] = []
     from subagents._host import Connection
 
-    client = Client(dispatcher_for(service), Connection(transport="test", push=pushed.append))
+    client = Client(service.dispatcher(), Connection(transport="test", push=pushed.append))
     await client.result("session.create", {"session_id": "s1"})
     sub = await client.result("events.subscribe", {"session_id": "s1", "after_seq": 0})
     assert pushed[0]["method"] == "events.event"

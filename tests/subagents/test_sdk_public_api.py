@@ -15,6 +15,7 @@ import subagents
 
 # Defined in private modules on purpose and not part of the public surface.
 INTERNAL = {
+    "subagents._cli": {"main"},  # the console script's entry point
     "subagents._ids": {"dec_hook", "enc_hook"},
     "subagents._schema": {"compile_schema"},
     "subagents._sync": {"run_blocking"},

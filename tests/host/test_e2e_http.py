@@ -1,0 +1,196 @@
+"""End to end: ``serve --http`` on an ephemeral loopback port, driven with httpx."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from queue import Queue
+from typing import Any
+
+import httpx
+import pytest
+from host_helpers import CONFIG, REPO, TIMEOUT, cli_env
+
+pytestmark = pytest.mark.timeout(120)
+
+
+class HttpHost:
+    def __init__(self, tmp_path: Path) -> None:
+        config = tmp_path / "host.toml"
+        config.write_text(CONFIG.replace("[host]\n", "[host]\nmax_request_bytes = 4096\n"))
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "subagents._cli",
+                "serve",
+                "--http",
+                "--config",
+                str(config),
+                "--data-dir",
+                str(tmp_path / "data"),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=cli_env(),
+            cwd=REPO,
+        )
+        lines: Queue[bytes] = Queue()
+        assert self.proc.stdout is not None
+        stdout = self.proc.stdout
+        reader = threading.Thread(target=lambda: lines.put(stdout.readline()), daemon=True)
+        reader.start()
+        first = lines.get(timeout=TIMEOUT)  # the readiness line
+        assert first, self._stderr()
+        ready = json.loads(first)
+        self.url: str = ready["listening"]
+        assert self.url.startswith("http://127.0.0.1:")
+        token_file = Path(ready["token_file"])
+        assert token_file.stat().st_mode & 0o077 == 0
+        self.token = token_file.read_text()
+        self.client = httpx.Client(
+            base_url=self.url, headers={"authorization": f"Bearer {self.token}"}, timeout=TIMEOUT
+        )
+        self.next_id = 0
+
+    def _stderr(self) -> str:
+        self.proc.kill()
+        _, err = self.proc.communicate(timeout=TIMEOUT)
+        return err.decode()
+
+    def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        self.next_id += 1
+        frame: dict[str, Any] = {"jsonrpc": "2.0", "id": self.next_id, "method": method}
+        if params is not None:
+            frame["params"] = params
+        response = self.client.post("/rpc", json=frame)
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    def result(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        reply = self.call(method, params)
+        assert "result" in reply, reply
+        return reply["result"]
+
+    def close(self) -> int:
+        self.client.close()
+        try:
+            code = self.proc.wait(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait(timeout=TIMEOUT)
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+        return code
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> Iterator[HttpHost]:
+    server = HttpHost(tmp_path)
+    try:
+        yield server
+    finally:
+        if server.proc.poll() is None:
+            server.call("shutdown")
+        assert server.close() == 0
+
+
+def sse_events(response: httpx.Response) -> Iterator[dict[str, Any]]:
+    event: dict[str, Any] = {}
+    for line in response.iter_lines():
+        if not line:
+            if "data" in event:
+                yield event
+            event = {}
+        elif line.startswith(":"):
+            continue
+        else:
+            field, _, value = line.partition(": ")
+            event[field] = value
+
+
+def test_http_session_run_sse_and_replay(host: HttpHost) -> None:
+    init = host.result("initialize")
+    assert "events.sse" in init["features"]
+    host.result("session.create", {"session_id": "s1"})
+    with (
+        httpx.Client(base_url=host.url, timeout=TIMEOUT) as sse,
+        sse.stream(
+            "GET",
+            "/events",
+            params={"session_id": "s1"},
+            headers={"authorization": f"Bearer {host.token}"},
+        ) as stream,
+    ):
+        assert stream.status_code == 200
+        assert stream.headers["content-type"].startswith("text/event-stream")
+        run = host.result("run.start", {"session_id": "s1", "input": "hello over http"})
+        seen = []
+        for event in sse_events(stream):
+            seen.append(event["event"])
+            data = json.loads(event["data"])
+            assert int(event["id"]) == data["seq"]
+            if event["event"] == "run.completed":
+                assert data["run_id"] == run["run_id"]
+                assert data["data"]["output"] == "hello over http"
+                break
+    assert seen == ["session.created", "run.admitted", "run.started", "run.completed"]
+    status = host.result("run.status", {"session_id": "s1", "run_id": run["run_id"]})
+    assert status["status"] == "completed"
+    replay = host.result("events.replay", {"session_id": "s1", "after_seq": 1})
+    assert [e["kind"] for e in replay["events"]] == ["run.admitted", "run.started", "run.completed"]
+    # Resume the stream after seq 3 with Last-Event-ID: only the rest comes back.
+    with (
+        httpx.Client(base_url=host.url, timeout=TIMEOUT) as sse,
+        sse.stream(
+            "GET",
+            "/events",
+            params={"session_id": "s1"},
+            headers={"authorization": f"Bearer {host.token}", "last-event-id": "3"},
+        ) as stream,
+    ):
+        first = next(sse_events(stream))
+        assert first["event"] == "run.completed"
+
+
+def test_http_auth_limits_and_bad_frames(host: HttpHost) -> None:
+    with httpx.Client(base_url=host.url, timeout=TIMEOUT) as anonymous:
+        denied = anonymous.post("/rpc", json={"jsonrpc": "2.0", "id": 1, "method": "initialize"})
+        assert denied.status_code == 401
+        assert denied.json()["error"]["code"] == -32004
+        wrong = anonymous.post(
+            "/rpc",
+            json={"jsonrpc": "2.0", "id": 1, "method": "initialize"},
+            headers={"authorization": "Bearer nope"},
+        )
+        assert wrong.status_code == 401
+        assert anonymous.get("/events", params={"session_id": "s1"}).status_code == 401
+        assert anonymous.get("/health").json() == {"status": "ok"}
+    big = host.client.post("/rpc", content=b'{"x":"' + b"y" * 10_000 + b'"}')
+    assert big.status_code == 413
+    assert big.json()["error"]["code"] == -32003
+    malformed = host.client.post("/rpc", content=b"{nope")
+    assert malformed.status_code == 200
+    assert malformed.json()["error"]["code"] == -32700
+    assert host.call("nope")["error"]["code"] == -32601
+    assert host.call("run.start", {"session_id": 1})["error"]["code"] == -32602
+    note = host.client.post("/rpc", json={"jsonrpc": "2.0", "method": "diagnostics.get"})
+    assert note.status_code == 204
+    batch = host.client.post(
+        "/rpc",
+        json=[
+            {"jsonrpc": "2.0", "id": 1, "method": "diagnostics.get"},
+            {"jsonrpc": "2.0", "id": 2, "method": "nope"},
+        ],
+    ).json()
+    assert [r["id"] for r in batch] == [1, 2]
+    subscribe = host.call("events.subscribe", {"session_id": "s1"})
+    assert subscribe["error"]["code"] == -32002  # HTTP uses SSE instead
+    missing = host.client.get("/events", params={"session_id": "ghost"})
+    assert missing.status_code == 404
+    assert host.result("diagnostics.get")["accepting"] is True
