@@ -6,10 +6,18 @@ built with the test's :class:`~storage.ManualClock` as ``clock=``. A test calls
 ``lmdb-reopen`` the environment is closed and a new store is opened on the
 same path (same clock); for the other kinds the same store comes back.
 Whatever store is current at the end is closed in teardown.
+
+``postgres`` runs the same tests on :class:`~storage._postgres.PostgresSessionStore`
+in a database this test session creates and drops (``pg_database``; the server
+is ``$SUBAGENTS_PG_ADMIN_DSN``, default the local one). Each test gets a fresh
+store and the tables are emptied after it. It never skips: an unreachable server
+fails the test.
 """
 
 from __future__ import annotations
 
+import os
+import secrets
 from collections.abc import Generator, Iterator
 from pathlib import Path
 
@@ -18,7 +26,7 @@ from builders import Reopen
 
 from storage import LmdbSessionStore, ManualClock, MemorySessionStore, SessionStore
 
-STORE_KINDS = ("memory", "lmdb", "lmdb-reopen")
+STORE_KINDS = ("memory", "lmdb", "lmdb-reopen", "postgres")
 _PASSED = pytest.StashKey[bool]()
 
 
@@ -35,9 +43,12 @@ def pytest_runtest_makereport(
 class Stores:
     """Opens the store of one kind and reopens it on demand."""
 
-    def __init__(self, kind: str, path: Path, clock: ManualClock) -> None:
+    def __init__(
+        self, kind: str, path: Path, clock: ManualClock, pg_dsn: str | None = None
+    ) -> None:
         self.kind = kind
         self.path = path
+        self.pg_dsn = pg_dsn
         self.clock = clock
         self.reopened = 0
         self.reopen_requested = False
@@ -46,6 +57,11 @@ class Stores:
     def _open(self) -> SessionStore:
         if self.kind == "memory":
             return MemorySessionStore(clock=self.clock)
+        if self.kind == "postgres":
+            from storage._postgres import PostgresSessionStore
+
+            assert self.pg_dsn is not None
+            return PostgresSessionStore(self.pg_dsn, clock=self.clock, pool_size=2)
         return LmdbSessionStore(str(self.path), clock=self.clock)
 
     def reopen(self, store: SessionStore) -> SessionStore:
@@ -59,6 +75,10 @@ class Stores:
 
     def close(self) -> None:
         self.current.close()
+        if self.pg_dsn is not None:
+            from storage._postgres import wipe
+
+            wipe(self.pg_dsn)
 
     def check_reopened(self) -> None:
         # A passing test that asks for ``reopen`` must use it, or lmdb-reopen
@@ -72,9 +92,30 @@ def clock() -> ManualClock:
     return ManualClock(start=1_700_000_000.0)
 
 
+# -- PostgreSQL: one database per test session, created and dropped here -----------------
+
+PG_ADMIN_DSN = os.environ.get(
+    "SUBAGENTS_PG_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+
+
+@pytest.fixture(scope="session")
+def pg_database() -> Iterator[str]:
+    """A DSN for a fresh database ``subagents_test_<random>``, dropped at the end."""
+    from storage._postgres import create_database, drop_database
+
+    name = f"subagents_test_{secrets.token_hex(6)}"
+    dsn = create_database(PG_ADMIN_DSN, name)
+    try:
+        yield dsn
+    finally:
+        drop_database(PG_ADMIN_DSN, name)
+
+
 @pytest.fixture(params=STORE_KINDS)
 def stores(request: pytest.FixtureRequest, tmp_path: Path, clock: ManualClock) -> Iterator[Stores]:
-    handle = Stores(request.param, tmp_path / "store", clock)
+    pg_dsn = request.getfixturevalue("pg_database") if request.param == "postgres" else None
+    handle = Stores(request.param, tmp_path / "store", clock, pg_dsn)
     try:
         yield handle
     finally:
