@@ -5,7 +5,10 @@ A factory is called once per Hypothesis example with the example's
 a ``reopen`` hook (close and open the same durable state again) and a
 cleanup. The built-in factories are ``memory``, ``lmdb`` (a temporary
 directory) and ``lmdb-reopen`` (closes and reopens the LMDB environment after
-every step, so every step's result must have been persisted). Users plug in
+every step, so every step's result must have been persisted). ``postgres`` (and ``postgres-reopen``)
+run on PostgreSQL (``$SUBAGENTS_PG_ADMIN_DSN``, default the local server) in a
+database this process creates and drops at exit; they are not part of ``all``
+because they need a server. Users plug in
 their own with ``python -m properties --store module:factory``: the callable
 takes a ManualClock and returns a :class:`StoreHandle` or a bare
 :class:`~storage.SessionStore` (then reopening is a no-op).
@@ -13,8 +16,12 @@ takes a ManualClock and returns a :class:`StoreHandle` or a bare
 
 from __future__ import annotations
 
+import atexit
 import importlib
+import os
+import secrets
 import shutil
+import threading
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -135,10 +142,62 @@ LMDB_REOPEN = lmdb_factory(reopen_between_steps=True)
 BUILTIN_FACTORIES: dict[str, NamedFactory] = {f.name: f for f in (MEMORY, LMDB, LMDB_REOPEN)}
 
 
+# -- PostgreSQL (needs a server, so not in BUILTIN_FACTORIES / "all") -------------------------
+
+PG_ADMIN_DSN_ENV = "SUBAGENTS_PG_ADMIN_DSN"
+_PG_DEFAULT_ADMIN_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
+_pg_lock = threading.Lock()
+_pg_databases: dict[str, str] = {}
+
+
+def _pg_database(admin_dsn: str) -> str:
+    """This process's scratch database on ``admin_dsn`` (created once, dropped at exit)."""
+    from storage._postgres import create_database, drop_database
+
+    with _pg_lock:
+        if admin_dsn not in _pg_databases:
+            name = f"subagents_props_{secrets.token_hex(6)}"
+            _pg_databases[admin_dsn] = create_database(admin_dsn, name)
+            atexit.register(drop_database, admin_dsn, name)
+        return _pg_databases[admin_dsn]
+
+
+def postgres_factory(
+    admin_dsn: str | None = None, *, reopen_between_steps: bool = False
+) -> NamedFactory:
+    """A PostgreSQL factory: one scratch database per process, emptied after each example."""
+    name = "postgres-reopen" if reopen_between_steps else "postgres"
+
+    def make(clock: ManualClock) -> StoreHandle:
+        from storage._postgres import PostgresSessionStore, wipe
+
+        admin = admin_dsn or os.environ.get(PG_ADMIN_DSN_ENV, _PG_DEFAULT_ADMIN_DSN)
+        dsn = _pg_database(admin)
+
+        def open_store() -> SessionStore:
+            return PostgresSessionStore(dsn, clock=clock, pool_size=2)
+
+        return StoreHandle(
+            store=open_store(),
+            open_again=open_store,
+            cleanup=lambda: wipe(dsn),
+            reopen_between_steps=reopen_between_steps,
+        )
+
+    return NamedFactory(name, make)
+
+
+POSTGRES = postgres_factory()
+POSTGRES_REOPEN = postgres_factory(reopen_between_steps=True)
+SERVER_FACTORIES: dict[str, NamedFactory] = {f.name: f for f in (POSTGRES, POSTGRES_REOPEN)}
+
+
 def resolve_factory(spec: str) -> NamedFactory:
     """A built-in factory by name, or ``module:attribute`` for a user's own store."""
     if spec in BUILTIN_FACTORIES:
         return BUILTIN_FACTORIES[spec]
+    if spec in SERVER_FACTORIES:
+        return SERVER_FACTORIES[spec]
     if ":" not in spec:
         raise ValueError(
             f"unknown store {spec!r}: use one of {sorted(BUILTIN_FACTORIES)} or module:factory"

@@ -168,7 +168,7 @@ class FencingMachine(ContractMachine):
         aid=attempts,
         host=st.sampled_from(HOSTS),
         bump=st.sampled_from([1, 2, 0, -1]),
-        ttl=st.sampled_from([10.0, LEASE_TTL]),
+        ttl=st.sampled_from([10.0, LEASE_TTL, 0.0]),
     )
     def take_over(self, aid: str, host: str, bump: int, ttl: float) -> None:
         generation = self.model.attempts[aid].owner_lease.fencing_generation + bump
@@ -187,15 +187,18 @@ class FencingMachine(ContractMachine):
         aid=attempts,
         host=st.sampled_from(HOSTS),
         overshoot=st.sampled_from([0.0, 1.0]),
+        ttl=st.sampled_from([LEASE_TTL, 0.0]),
     )
-    def owner_crashes_and_is_taken_over(self, aid: str, host: str, overshoot: float) -> None:
+    def owner_crashes_and_is_taken_over(
+        self, aid: str, host: str, overshoot: float, ttl: float
+    ) -> None:
         """The owner stops heartbeating; store time reaches its lease expiry (exactly, or
         just past it) and another host takes over with the next generation."""
         lease = self.model.attempts[aid].owner_lease
         wait = lease.lease_expires_at - self.clock.now() + overshoot
         if wait > 0:
             self.clock.advance(wait)
-        self.take_over(aid, host, 1, LEASE_TTL)
+        self.take_over(aid, host, 1, ttl)
 
     @rule(
         aid=attempts,
