@@ -5,8 +5,8 @@ A factory is called once per Hypothesis example with the example's
 a ``reopen`` hook (close and open the same durable state again) and a
 cleanup. The built-in factories are ``memory``, ``lmdb`` (a temporary
 directory) and ``lmdb-reopen`` (closes and reopens the LMDB environment after
-every step, so every step's result must have been persisted). ``postgres`` (and ``postgres-reopen``)
-run on PostgreSQL (``$SUBAGENTS_PG_ADMIN_DSN``, default the local server) in a
+every step, so every step's result must have been persisted). ``postgres`` (and
+``postgres-reopen``) run on PostgreSQL (``$SUBAGENTS_PG_ADMIN_DSN``, default the local server) in a
 database this process creates and drops at exit; they are not part of ``all``
 because they need a server. Users plug in
 their own with ``python -m properties --store module:factory``: the callable
@@ -21,8 +21,8 @@ import importlib
 import os
 import secrets
 import shutil
-import threading
 import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
@@ -152,7 +152,7 @@ _pg_databases: dict[str, str] = {}
 
 def _pg_database(admin_dsn: str) -> str:
     """This process's scratch database on ``admin_dsn`` (created once, dropped at exit)."""
-    from storage._postgres import create_database, drop_database
+    from storage._postgres import create_database, drop_database  # noqa: PLC0415 - optional driver
 
     with _pg_lock:
         if admin_dsn not in _pg_databases:
@@ -169,7 +169,7 @@ def postgres_factory(
     name = "postgres-reopen" if reopen_between_steps else "postgres"
 
     def make(clock: ManualClock) -> StoreHandle:
-        from storage._postgres import PostgresSessionStore, wipe
+        from storage._postgres import PostgresSessionStore, wipe  # noqa: PLC0415 - optional driver
 
         admin = admin_dsn or os.environ.get(PG_ADMIN_DSN_ENV, _PG_DEFAULT_ADMIN_DSN)
         dsn = _pg_database(admin)
