@@ -232,6 +232,60 @@ class DeliveryMachine(ContractMachine):
                 self.consumers.append(run_id)
         self.claim(aid, 0, deadline, automatic)
 
+    @rule(aid=results)
+    def explicit_claim_and_acknowledge(self, aid: str) -> None:
+        """An explicit (not automatic) consumer claims and acknowledges: delivered once,
+        and any automatic-continuation suppression is cleared."""
+        claim = DeliveryClaim(claim_id=self.fresh("claim"), deadline=self.clock.now() + 60.0)
+        got = self.expect(
+            "claim_delivery(explicit)",
+            lambda: self.store.claim_delivery(aid, claim),
+            self.model.claim(aid, claim, automatic=False),
+            attempt_id=aid,
+            check=self.record_checker("claim_delivery(explicit)"),
+        )
+        if got is None:
+            return
+        self.claims[aid].append(claim.claim_id)
+        self.acknowledge(aid, "current")
+
+    @rule(aid=results, how=st.sampled_from(["failed", "cancelled"]), release=st.booleans())
+    def consumer_dies_holding_the_claim(self, aid: str, how: str, release: bool) -> None:
+        """A parent turn claims for its run, then the run fails or is cancelled; it releases
+        with ConsumerTerminated (suppressing automatic continuation), or leaves the claim to
+        reconcile and the next claim."""
+        run_id = None
+        if self.model.live_run(self.sid) is None:
+            run_id = self.admit_plain_run(self.sid, "consumer")
+        if run_id is None:
+            return
+        self.consumers.append(run_id)
+        claim = DeliveryClaim(
+            claim_id=self.fresh("claim"),
+            deadline=self.clock.now() + 10.0,
+            continuation_run_id=run_id,
+        )
+        got = self.expect(
+            "claim_delivery(for a consumer)",
+            lambda: self.store.claim_delivery(aid, claim),
+            self.model.claim(aid, claim, automatic=False),
+            attempt_id=aid,
+            check=self.record_checker("claim_delivery"),
+        )
+        self.move_run(self.sid, run_id, how)
+        if got is None:
+            return
+        self.claims[aid].append(claim.claim_id)
+        if release:
+            reason = ConsumerTerminated(run_id=run_id)
+            self.expect(
+                "release_delivery(ConsumerTerminated)",
+                lambda: self.store.release_delivery(aid, claim.claim_id, reason),
+                self.model.release(aid, claim.claim_id, reason),
+                attempt_id=aid,
+                check=self.record_checker("release_delivery"),
+            )
+
     @precondition(lambda self: bool(self.claims))
     @rule(data=st.data())
     def replay_current_claim(self, data: st.DataObject) -> None:

@@ -825,7 +825,11 @@ class Reference:
             assert rec.delivery_claim is not None
             if rec.delivery_claim.claim_id != claim_id:
                 return err([(DeliveryClaimed, "claimed by another claim id")])
-            return ok("acknowledged", lambda: self._deliver(attempt_id, claim_id))
+            cleared = rec.automatic_continuation_suppressed_by_run_id is not None
+            return ok(
+                "acknowledged" + (", clearing the suppression" if cleared else ""),
+                lambda: self._deliver(attempt_id, claim_id),
+            )
         return err([(Conflict, "not claimed")])
 
     def release(self, attempt_id: str, claim_id: str, release: DeliveryRelease) -> Outcome:

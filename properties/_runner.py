@@ -202,7 +202,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--store",
         action="append",
-        help="memory | lmdb | lmdb-reopen | all | module:factory (repeatable; default all)",
+        help=(
+            "memory | lmdb | lmdb-reopen | all | postgres | postgres-reopen | module:factory "
+            "(repeatable; default all: the three embedded stores)"
+        ),
     )
     parser.add_argument("--profile", choices=sorted(PROFILES), default="ci")
     parser.add_argument(
