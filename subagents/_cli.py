@@ -19,6 +19,7 @@ import contextlib
 import logging
 import os
 import secrets
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -118,6 +119,10 @@ async def _serve_async(service: Any, args: argparse.Namespace) -> None:
     except BaseException:
         await service.close()
         raise
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        # Stop admission and close the service cleanly, on either transport.
+        loop.add_signal_handler(sig, service.shutdown_requested.set)
     dispatcher = service.dispatcher()
     if args.stdio:
         await serve_stdio(service, dispatcher)

@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import hmac
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import uvicorn
@@ -138,6 +138,16 @@ def build_app(service: HostService, dispatcher: Dispatcher, token: str) -> Starl
     return app
 
 
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handling: the host's handlers stop the service
+    first (uvicorn would re-raise SIGTERM after serving, killing the process
+    before the service closed)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
 def _sse(event: HostEvent) -> bytes:
     return f"id: {event.seq}\nevent: {event.kind}\ndata: ".encode() + encode_frame(event) + b"\n\n"
 
@@ -164,7 +174,7 @@ async def serve_http(
             timeout_graceful_shutdown=2,
             access_log=False,
         )
-        server = uvicorn.Server(config)
+        server = _Server(config)
         loop = asyncio.get_running_loop()
         serving = loop.create_task(server.serve(sockets=[sock]))
         deadline = loop.time() + 10.0

@@ -31,31 +31,50 @@ class _Oversized:
 
 
 def _reader(
-    stream: BinaryIO, limit: int, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[Any]
+    fd: int, limit: int, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[Any]
 ) -> None:
+    """Split the bytes of ``fd`` into lines (raw ``os.read``: no buffered-reader lock,
+    so the interpreter may exit while this daemon thread waits for input)."""
+
     def post(item: Any) -> None:
         with contextlib.suppress(RuntimeError):  # the loop closed: nobody is listening
             loop.call_soon_threadsafe(queue.put_nowait, item)
 
+    def frame(line: bytes) -> None:
+        line = line.rstrip(b"\r")
+        if len(line) > limit:
+            post(_Oversized(len(line)))
+        elif line.strip():
+            post(line)
+
+    buf = bytearray()
+    skipped = 0  # bytes of an oversized line being discarded, 0 when none
     try:
         while True:
-            line = stream.readline(limit + 2)
-            if not line:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
                 break
-            if len(line) > limit + 1 or (len(line) == limit + 2 and not line.endswith(b"\n")):
-                size = len(line)
-                while not line.endswith(b"\n"):
-                    line = stream.readline(1 << 16)
-                    if not line:
-                        break
-                    size += len(line)
-                post(_Oversized(size))
-                continue
-            frame = line.rstrip(b"\r\n")
-            if frame.strip():
-                post(frame)
-    except (OSError, ValueError):
+            buf += chunk
+            while True:
+                end = buf.find(b"\n")
+                if end < 0:
+                    if len(buf) > limit:  # never hold more than one frame's worth
+                        skipped += len(buf)
+                        buf.clear()
+                    break
+                line = bytes(buf[:end])
+                del buf[: end + 1]
+                if skipped:
+                    post(_Oversized(skipped + len(line)))
+                    skipped = 0
+                else:
+                    frame(line)
+    except OSError:
         pass
+    if skipped:
+        post(_Oversized(skipped + len(buf)))
+    elif buf:
+        frame(bytes(buf))
     post(_EOF)
 
 
@@ -77,6 +96,7 @@ async def serve_stdio(
         out = stdout
         own_out = False
     source = stdin if stdin is not None else sys.stdin.buffer
+    fd = source.fileno()
     queue: asyncio.Queue[Any] = asyncio.Queue()
 
     def write(frame: bytes) -> None:
@@ -89,9 +109,9 @@ async def serve_stdio(
     conn = Connection(transport="stdio", push=lambda value: write(encode_frame(value)))
     thread = threading.Thread(
         target=_reader,
-        args=(source, dispatcher.max_request_bytes, loop, queue),
+        args=(fd, dispatcher.max_request_bytes, loop, queue),
         name="subagents-stdio-reader",
-        daemon=True,  # blocked in read(); the process may exit while it waits
+        daemon=True,  # blocked in os.read(); the process may exit while it waits
     )
     thread.start()
     inflight: set[asyncio.Task[None]] = set()

@@ -194,3 +194,21 @@ def test_http_auth_limits_and_bad_frames(host: HttpHost) -> None:
     missing = host.client.get("/events", params={"session_id": "ghost"})
     assert missing.status_code == 404
     assert host.result("diagnostics.get")["accepting"] is True
+
+
+def test_http_sigterm_closes_the_host_cleanly(tmp_path: Path) -> None:
+    import signal
+
+    server = HttpHost(tmp_path)
+    try:
+        server.result("session.create", {"session_id": "s1"})
+        server.proc.send_signal(signal.SIGTERM)
+    finally:
+        code = server.close()
+    assert code == 0
+    again = HttpHost(tmp_path)
+    try:
+        assert again.result("session.get", {"session_id": "s1"})["status"] == "active"
+        again.call("shutdown")
+    finally:
+        assert again.close() == 0

@@ -128,3 +128,22 @@ def test_corrupt_data_dir_is_one_line_and_a_fix(tmp_path: Path, config_file: Pat
     assert "does not hold a valid store" in proc.stderr
     assert "fix:" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_sigterm_closes_the_host_cleanly(tmp_path: Path, config_file: Path) -> None:
+    import signal
+
+    data = tmp_path / "data"
+    host = StdioHost("--config", str(config_file), "--data-dir", str(data))
+    try:
+        host.result("session.create", {"session_id": "s1"})
+        host.proc.send_signal(signal.SIGTERM)
+        assert host.proc.wait(timeout=30) == 0
+    finally:
+        host.close()
+    # The lock is released and the session persisted: a new host serves the directory.
+    again = StdioHost("--config", str(config_file), "--data-dir", str(data))
+    try:
+        assert again.result("session.get", {"session_id": "s1"})["status"] == "active"
+    finally:
+        assert again.close() == 0
