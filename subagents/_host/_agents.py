@@ -11,6 +11,7 @@ caller's choice: the RPC host asks for the async-only topology, one-shot
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from .._agent import Agent, AgentBuilder
@@ -22,6 +23,7 @@ from .._agent_spec import (
 )
 from .._errors import AgentSpecError
 from .._inheritance import SubagentToolInheritancePolicy
+from .._models import Model
 from .._registry import SubagentConfig, SubagentDelegationMode
 from .._spec import SubagentSpec, load_subagent_dir
 from ._config import HostConfig, ProfileConfig
@@ -80,8 +82,11 @@ class AgentFactory:
             )
         return found
 
-    def _builder(self, name: str, profile: ProfileConfig) -> AgentBuilder:
-        builder = AgentBuilder(self.providers.resolve(profile.model_id, profile.model_settings))
+    def _builder(
+        self, name: str, profile: ProfileConfig, wrap_model: Callable[[Model], Model] | None = None
+    ) -> AgentBuilder:
+        model = self.providers.resolve(profile.model_id, profile.model_settings)
+        builder = AgentBuilder(model if wrap_model is None else wrap_model(model))
         builder.name(name)
         for text in profile.instruction_list():
             builder.instructions(text)
@@ -135,15 +140,18 @@ class AgentFactory:
         profile_name: str,
         mode: SubagentDelegationMode,
         supervisor: object | None = None,
+        *,
+        wrap_model: Callable[[Model], Model] | None = None,
     ) -> tuple[Agent, str]:
         """The agent of ``profile_name`` and the delegation mode actually installed.
 
         ``ASYNC`` asks for the async-only topology (see
         :func:`~subagents._host._delegation.build_parent_agent`); ``BLOCKING``
         installs ``delegate``; ``DISABLED`` installs no delegation tool.
+        ``wrap_model`` wraps the parent's model (the host's run steering).
         """
         profile = self.profile(profile_name)
-        builder = self._builder(profile_name, profile)
+        builder = self._builder(profile_name, profile, wrap_model)
         if mode is SubagentDelegationMode.DISABLED or not profile.subagents:
             return builder.build(), DISABLED
         configs = [self.subagent_config(name) for name in profile.subagents]

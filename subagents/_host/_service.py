@@ -62,6 +62,7 @@ from storage import (
 from .._agent import Agent
 from .._agent_spec import ModelProviderRegistry, default_model_providers
 from .._errors import AgentError, ModelError, UsageLimitExceeded
+from .._models import Model
 from .._registry import SubagentDelegationMode
 from ._agents import AgentFactory
 from ._config import HostConfig, ProfileConfig
@@ -106,6 +107,7 @@ from ._methods import (
     SubagentInfo,
     SupervisorDiagnostics,
 )
+from ._steering import SteeredModel
 
 log = logging.getLogger("subagents.host")
 
@@ -117,6 +119,7 @@ MAX_INPUT_BYTES = 64 * 1024
 MAX_STEERING_BYTES = 16 * 1024
 MAX_QUEUED_STEERING = 32
 CONTINUATION_CLAIM_SECONDS = 30.0
+FULL_SCAN_TICKS = 60
 _TERMINAL_RUN = {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED}
 
 
@@ -176,6 +179,10 @@ class _LiveRun:
     steering_ids: dict[str, str] = field(default_factory=dict)
     interrupt_reason: str | None = None
 
+    def drain_steering(self) -> list[str]:
+        queued, self.steering = self.steering, []
+        return queued
+
 
 class HostService:
     """Every v1 method over one store; run it on one asyncio loop.
@@ -229,6 +236,8 @@ class HostService:
         self._accepting = True
         self._closed = False
         self._tick: asyncio.Task[None] | None = None
+        self._passes = 0
+        self._watched: set[tuple[str, str]] = set()
         self._started_at = time.monotonic()
         self.shutdown_requested = asyncio.Event()
         self.agents = AgentFactory(config, self.providers)
@@ -252,12 +261,29 @@ class HostService:
             )
         return profile
 
-    def build_agent(self, profile_name: str, session_id: str | None) -> Agent:
-        """The parent agent of ``profile_name`` (async-only delegation when it has subagents)."""
+    def build_agent(
+        self, profile_name: str, session_id: str | None, live: _LiveRun | None = None
+    ) -> Agent:
+        """The parent agent of ``profile_name`` (async-only delegation when it has subagents).
+
+        With ``live``, the run's queued steering joins the conversation at each turn.
+        """
         self._profile(profile_name)
         names = self.agents.subagent_names(profile_name)
         supervisor = self.supervisor(session_id) if names and session_id else None
-        agent, mode = self.agents.build(profile_name, SubagentDelegationMode.ASYNC, supervisor)
+        wrap = None
+        if live is not None:
+            run = live
+
+            def delivered(count: int) -> None:
+                self.emit(run.session_id, "run.steering_delivered", run.run_id, {"count": count})
+
+            def wrap(model: Model) -> Model:
+                return SteeredModel(model, run.drain_steering, delivered)
+
+        agent, mode = self.agents.build(
+            profile_name, SubagentDelegationMode.ASYNC, supervisor, wrap_model=wrap
+        )
         if names:
             self.delegation = mode
         return agent
@@ -331,37 +357,57 @@ class HostService:
         if self._accepting:
             self._admit_continuations()
 
-    def _reconcile_runs(self) -> None:
-        """Runs left admitted/running by a dead host (admission lease expired) become failed."""
-        now = self.clock.now()
+    def _candidate_runs(self) -> list[RunRecord]:
+        """Runs to check: every run on a full scan (startup, then every
+        ``FULL_SCAN_TICKS`` passes), else only the foreign live runs seen before,
+        so a pass costs what is live, not the whole history."""
+        self._passes += 1
+        if self._passes % FULL_SCAN_TICKS != 1:
+            found = []
+            for session_id, run_id in list(self._watched):
+                try:
+                    found.append(self.store.load_run(session_id, run_id))
+                except StoreError:
+                    self._watched.discard((session_id, run_id))
+            return found
         try:
             sessions = self.store.list_sessions(self.namespace_id)
         except StoreError as exc:
             log.warning("cannot list sessions: %s", exc)
-            return
+            return []
+        runs: list[RunRecord] = []
         for session in sessions:
             try:
-                runs = self.store.list_runs(session.session_id)
+                runs.extend(self.store.list_runs(session.session_id))
             except StoreError:
                 continue
-            for run in runs:
-                if run.status in _TERMINAL_RUN or (run.session_id, run.run_id) in self._runs:
-                    continue
-                lease = run.admission_lease
-                if lease is not None and lease.lease_expires_at > now:
-                    continue  # a live host (maybe another one) owns it
-                try:
-                    self.store.transition_run(
-                        run.session_id,
-                        run.run_id,
-                        RunStatus.FAILED,
-                        admission_id=lease.admission_id if lease else None,
-                        output_preview="host_process_lost",
-                    )
-                except StoreError as exc:
-                    log.info("run %s not reconciled: %s", run.run_id, exc)
-                    continue
-                self.emit(run.session_id, "run.failed", run.run_id, {"error": "host_process_lost"})
+        return runs
+
+    def _reconcile_runs(self) -> None:
+        """Runs left admitted/running by a dead host (admission lease expired) become failed."""
+        now = self.clock.now()
+        for run in self._candidate_runs():
+            key = (run.session_id, run.run_id)
+            if run.status in _TERMINAL_RUN or key in self._runs:
+                self._watched.discard(key)
+                continue
+            lease = run.admission_lease
+            if lease is not None and lease.lease_expires_at > now:
+                self._watched.add(key)
+                continue  # a live host (maybe another one) owns it
+            self._watched.discard(key)
+            try:
+                self.store.transition_run(
+                    run.session_id,
+                    run.run_id,
+                    RunStatus.FAILED,
+                    admission_id=lease.admission_id if lease else None,
+                    output_preview="host_process_lost",
+                )
+            except StoreError as exc:
+                log.info("run %s not reconciled: %s", run.run_id, exc)
+                continue
+            self.emit(run.session_id, "run.failed", run.run_id, {"error": "host_process_lost"})
 
     def _admit_continuations(self) -> None:
         try:
@@ -576,14 +622,17 @@ class HostService:
         return ShutdownResult(status="shutting_down")
 
     async def diagnostics(self, params: EmptyParams, conn: Connection) -> DiagnosticsResult:
-        supervisors = []
-        for session_id, supervisor in sorted(self._supervisors.items()):
-            try:
-                active = len(self.store.list_active_attempts(self.namespace_id))
-            except StoreError:
-                active = -1
-            del supervisor
-            supervisors.append(SupervisorDiagnostics(session_id=session_id, active_attempts=active))
+        try:
+            active = self.store.list_active_attempts(self.namespace_id)
+        except StoreError:
+            active = []
+        supervisors = [
+            SupervisorDiagnostics(
+                session_id=session_id,
+                active_attempts=sum(1 for r in active if r.parent_session_id == session_id),
+            )
+            for session_id in sorted(self._supervisors)
+        ]
         return DiagnosticsResult(
             host_instance_id=self.host_instance_id,
             fencing_generation=self.fencing_generation,
@@ -806,7 +855,7 @@ class HostService:
                 )
                 self.emit(run.session_id, "run.started", run.run_id, {"profile": profile})
                 renew = asyncio.get_running_loop().create_task(self._renew(run, live))
-                agent = self.build_agent(profile, run.session_id)
+                agent = self.build_agent(profile, run.session_id, live)
                 result = await agent.run(prompt)
             except asyncio.CancelledError:
                 self._finish(run, live, RunStatus.CANCELLED, live.interrupt_reason or "interrupted")
@@ -844,7 +893,10 @@ class HostService:
             RunStatus.CANCELLED: "run.cancelled",
         }[status]
         key = {RunStatus.COMPLETED: "output", RunStatus.FAILED: "error"}.get(status, "reason")
-        self.emit(run.session_id, kind, run.run_id, {key: preview})
+        data: dict[str, Any] = {key: preview}
+        if live.steering:  # queued after the run's last turn: it never reached the model
+            data["undelivered_steering"] = len(live.steering)
+        self.emit(run.session_id, kind, run.run_id, data)
 
     async def _renew(self, run: RunRecord, live: _LiveRun) -> None:
         interval = self.lease_ttl / 3
