@@ -86,7 +86,7 @@ def build_app(service: HostService, dispatcher: Dispatcher, token: str) -> Starl
             )
         after = int(raw_after)
         try:
-            service.store.load_session(session_id)
+            service.session(session_id)
         except Exception:
             return _error_response(
                 RpcError(ErrorCode.NOT_FOUND, f"no session {session_id[:100]!r}"), 404

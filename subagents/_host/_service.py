@@ -491,6 +491,8 @@ class HostService:
             self._tick.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._tick
+        # One deadline for everything: runs, then every supervisor at once.
+        deadline = time.monotonic() + self.shutdown_timeout
         live = list(self._runs.values())
         for run in live:
             if run.task is not None:
@@ -498,12 +500,15 @@ class HostService:
                 run.task.cancel()
         tasks = [run.task for run in live if run.task is not None]
         if tasks:
-            await asyncio.wait(tasks, timeout=self.shutdown_timeout)
-        for session_id, supervisor in list(self._supervisors.items()):
+            await asyncio.wait(tasks, timeout=max(0.0, deadline - time.monotonic()))
+
+        async def stop(session_id: str, supervisor: BackgroundSubagentSupervisor) -> None:
             try:
-                await supervisor.shutdown_checked(self.shutdown_timeout)
+                await supervisor.shutdown_checked(max(0.0, deadline - time.monotonic()))
             except Exception as exc:
                 log.warning("supervisor %s did not shut down cleanly: %s", session_id, exc)
+
+        await asyncio.gather(*(stop(sid, sup) for sid, sup in list(self._supervisors.items())))
         self._closed = True
         with contextlib.suppress(StoreError):
             self.store.reconcile(self.namespace_id)
@@ -586,7 +591,8 @@ class HostService:
             idempotent_replay=replay,
         )
 
-    def _session(self, session_id: str) -> SessionRecord:
+    def session(self, session_id: str) -> SessionRecord:
+        """The session of this namespace (``NotFound`` / ``RpcError`` otherwise)."""
         record = self.store.load_session(session_id)
         if record.namespace_id != self.namespace_id:
             raise RpcError(ErrorCode.NOT_FOUND, f"no session {session_id!r}")
@@ -764,10 +770,10 @@ class HostService:
         )
 
     async def session_get(self, params: SessionRef, conn: Connection) -> SessionInfo:
-        return self._session_info(self._session(params.session_id))
+        return self._session_info(self.session(params.session_id))
 
     async def session_delete(self, params: SessionRef, conn: Connection) -> SessionDeleteResult:
-        self._session(params.session_id)
+        self.session(params.session_id)
         if any(key[0] == params.session_id for key in self._runs):
             raise RpcError(
                 ErrorCode.RUN_CONFLICT,
@@ -795,7 +801,7 @@ class HostService:
                 "invalid params: input must not be empty",
                 {"reason": "invalid_params", "path": "params.input"},
             )
-        session = self._session(params.session_id)
+        session = self.session(params.session_id)
         profile = params.profile or session.profile or self.config.host.default_profile
         self._profile(profile)
         run_id = f"run_{self.ids.uuid4().hex}"
@@ -916,17 +922,17 @@ class HostService:
                 log.warning("run %s: lease renewal failed, retrying: %s", run.run_id, exc)
 
     async def run_status(self, params: RunRef, conn: Connection) -> RunInfo:
-        self._session(params.session_id)
+        self.session(params.session_id)
         return self._run_info(self.store.load_run(params.session_id, params.run_id))
 
     async def run_list(self, params: SessionRef, conn: Connection) -> RunListResult:
-        self._session(params.session_id)
+        self.session(params.session_id)
         return RunListResult(
             runs=[self._run_info(r) for r in self.store.list_runs(params.session_id)]
         )
 
     async def run_interrupt(self, params: RunInterruptParams, conn: Connection) -> RunInfo:
-        self._session(params.session_id)
+        self.session(params.session_id)
         record = self.store.load_run(params.session_id, params.run_id)
         live = self._runs.get((params.session_id, params.run_id))
         if live is None or live.task is None:
@@ -943,7 +949,7 @@ class HostService:
         return self._run_info(self.store.load_run(params.session_id, params.run_id))
 
     async def run_steer(self, params: RunSteerParams, conn: Connection) -> RunSteerResult:
-        self._session(params.session_id)
+        self.session(params.session_id)
         size = len(params.message.encode("utf-8"))
         if size > MAX_STEERING_BYTES or not params.message:
             raise RpcError(
@@ -984,7 +990,7 @@ class HostService:
     async def events_replay(
         self, params: EventsReplayParams, conn: Connection
     ) -> EventsReplayResult:
-        self._session(params.session_id)
+        self.session(params.session_id)
         if params.after_seq < 0 or not 1 <= params.limit <= 10_000:
             raise RpcError(
                 ErrorCode.INVALID_PARAMS,
@@ -1005,7 +1011,7 @@ class HostService:
                 "this transport cannot push; use GET /events?session_id=... (SSE)",
                 {"reason": "no_push"},
             )
-        self._session(params.session_id)
+        self.session(params.session_id)
         sub_id = f"sub_{self.ids.token_hex(8)}"
 
         def deliver(event: HostEvent) -> None:
