@@ -200,32 +200,44 @@ class _LmdbTxn:
 
 class _Gate:
     """Lets many transactions of this process run at once, or one exclusive
-    action (a map resize, a fork) run with none in flight."""
+    action (a map resize, a fork) run with none in flight.
+
+    The common path takes no lock: a transaction appends a token to a list and
+    pops it when done (both atomic in CPython), then checks the exclusive flag.
+    The exclusive side sets the flag first and then waits for the list to
+    empty, so either a transaction sees the flag and backs off, or the
+    exclusive side sees its token and waits for it. A transaction that leaves
+    while the flag is set wakes the exclusive side.
+    """
 
     def __init__(self) -> None:
         self._cond = threading.Condition(threading.Lock())
-        self._active = 0
+        self._tokens: list[None] = []
         self._exclusive = False
 
     def enter(self) -> None:
-        with self._cond:
-            while self._exclusive:
-                self._cond.wait()
-            self._active += 1
+        while True:
+            if self._exclusive:
+                with self._cond:
+                    while self._exclusive:
+                        self._cond.wait()
+            self._tokens.append(None)
+            if not self._exclusive:
+                return
+            self.leave()
 
     def leave(self) -> None:
-        with self._cond:
-            self._active -= 1
-            if self._active == 0 and self._exclusive:
+        self._tokens.pop()
+        if self._exclusive:
+            with self._cond:
                 self._cond.notify_all()
 
     def acquire_exclusive(self, timeout: float) -> bool:
         with self._cond:
-            while self._exclusive:
-                if not self._cond.wait(timeout):
-                    return False
+            if not self._cond.wait_for(lambda: not self._exclusive, timeout):
+                return False
             self._exclusive = True
-            if self._cond.wait_for(lambda: self._active == 0, timeout):
+            if self._cond.wait_for(lambda: not self._tokens, timeout):
                 return True
             self._exclusive = False
             self._cond.notify_all()
@@ -480,7 +492,6 @@ class _Env:
         else :class:`StorageFull` is raised.
         """
         while True:
-            size = self._map_size()
             full: StoreError | None = None
             self.gate.enter()
             try:
@@ -524,7 +535,10 @@ class _Env:
                 self.gate.leave()
             if full is None:
                 self._adopt_map_size()
-            elif not self._make_room(size):
+            # Read the size only now, off the hot path: this thread holds the
+            # writer role, so nobody else grew the map since it overflowed
+            # (a reader may only have adopted a size another process set).
+            elif not self._make_room(self._map_size()):
                 raise full
 
     def _batch(self, batch: list[_Pending[Any]]) -> None:
