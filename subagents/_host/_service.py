@@ -409,6 +409,31 @@ class HostService:
                 continue
             self.emit(run.session_id, "run.failed", run.run_id, {"error": "host_process_lost"})
 
+    def _continuation_profile(self, session_id: str, parent_run_id: str) -> str | None:
+        """The profile a continuation runs with, or ``None`` when it is suppressed.
+
+        The causal parent's profile; when the parent is not a durable run (the
+        attempt names the SDK's own run id), the session's. A cancelled parent
+        or an inactive session suppresses automatic continuation.
+        """
+        try:
+            parent = self.store.load_run(session_id, parent_run_id)
+        except NotFound:
+            parent = None
+        except StoreError:
+            return None
+        if parent is not None:
+            if parent.status == RunStatus.CANCELLED:
+                return None
+            return parent.profile or self.config.host.default_profile
+        try:
+            session = self.store.load_session(session_id)
+        except StoreError:
+            return None
+        if session.status != SessionStatus.ACTIVE:
+            return None
+        return session.profile or self.config.host.default_profile
+
     def _admit_continuations(self) -> None:
         try:
             pending = self.store.list_pending_attempts(self.namespace_id)
@@ -423,13 +448,9 @@ class HostService:
             session_id = record.parent_session_id
             if any(key[0] == session_id for key in self._runs):
                 continue  # the session is busy; the next tick tries again
-            try:
-                parent = self.store.load_run(session_id, record.parent_run_id)
-            except StoreError:
+            profile = self._continuation_profile(record.parent_session_id, record.parent_run_id)
+            if profile is None:
                 continue
-            if parent.status == RunStatus.CANCELLED:
-                continue  # a cancelled causal parent suppresses automatic continuation
-            profile = parent.profile
             if profile not in self.config.profiles:
                 continue  # unknown profile: keep the evidence, no automatic run
             try:

@@ -344,3 +344,18 @@ async def test_restart_fails_runs_of_a_dead_host_and_leaves_live_ones() -> None:
         assert store.load_run("s2", "run-live").output_preview == "host_process_lost"
     finally:
         await svc.close()
+
+
+async def test_continuation_when_the_parent_is_the_sdk_run(
+    client: Client, service: HostService
+) -> None:
+    """Async tools may name the SDK's own run id: the session's profile is used then."""
+    await client.result("session.create", {"session_id": "s1"})
+    supervisor = service.supervisor("s1")
+    accepted = await supervisor.delegate("research", "collect", parent_run_id="sdk-run-1")
+    admitted = await wait_event(service, "s1", "run.admitted")
+    assert admitted.data["attempt_id"] == accepted.attempt_id
+    await wait_event(service, "s1", "run.completed", admitted.run_id)
+    run = service.store.load_run("s1", admitted.run_id or "")
+    assert run.parent_run_id == "sdk-run-1"
+    assert str(run.status) == "completed"
