@@ -414,7 +414,7 @@ def render(result: dict[str, Any]) -> str:
         lines.append(
             f"{name:<16} {figure['ops_per_s']:>6,.0f} ({figure['ops_per_s_mean']:>6,.0f}) "
             f"{figure['raw_commits_per_s']:>6,.0f} ({figure['raw_commits_per_s_mean']:>6,.0f}) "
-            f"{figure['ratio_to_raw']:>7.2f} "
+            f"{figure['ratio_to_raw']:>7.3f} "
             f"{'>= ' + format(figure['target_ratio_min'], '.1f'):>8}  "
             f"{'yes' if figure['meets_target'] else 'NO'}"
         )
