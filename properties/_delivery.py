@@ -232,10 +232,17 @@ class DeliveryMachine(ContractMachine):
                 self.consumers.append(run_id)
         self.claim(aid, 0, deadline, automatic)
 
-    @rule(aid=results)
-    def explicit_claim_and_acknowledge(self, aid: str) -> None:
-        """An explicit (not automatic) consumer claims and acknowledges: delivered once,
-        and any automatic-continuation suppression is cleared."""
+    def _undelivered(self) -> list[str]:
+        return sorted(
+            a for a in self.claims if self.model.attempts[a].delivery_status == "undelivered"
+        )
+
+    @precondition(lambda self: bool(self._undelivered()))
+    @rule(data=st.data())
+    def explicit_claim_and_acknowledge(self, data: st.DataObject) -> None:
+        """An explicit (not automatic) consumer claims an undelivered result and acknowledges
+        it: delivered once, and any automatic-continuation suppression is cleared."""
+        aid = data.draw(st.sampled_from(self._undelivered()), label="attempt")
         claim = DeliveryClaim(claim_id=self.fresh("claim"), deadline=self.clock.now() + 60.0)
         got = self.expect(
             "claim_delivery(explicit)",
@@ -249,11 +256,18 @@ class DeliveryMachine(ContractMachine):
         self.claims[aid].append(claim.claim_id)
         self.acknowledge(aid, "current")
 
-    @rule(aid=results, how=st.sampled_from(["failed", "cancelled"]), release=st.booleans())
-    def consumer_dies_holding_the_claim(self, aid: str, how: str, release: bool) -> None:
-        """A parent turn claims for its run, then the run fails or is cancelled; it releases
-        with ConsumerTerminated (suppressing automatic continuation), or leaves the claim to
-        reconcile and the next claim."""
+    @precondition(lambda self: bool(self._undelivered()))
+    @rule(
+        data=st.data(),
+        how=st.sampled_from(["completed", "failed", "cancelled"]),
+        then=st.sampled_from(["reconcile", "claim", "automatic_claim", "release", "nothing"]),
+    )
+    def consumer_ends_holding_the_claim(self, data: st.DataObject, how: str, then: str) -> None:
+        """A parent turn claims for its run, then the run completes, fails or is cancelled.
+        Then it releases with ConsumerTerminated, or the claim's deadline arrives and the
+        reconciler or the next (explicit or automatic) claim decides: a completed consumer
+        is acknowledged, a failed or cancelled one released with suppression."""
+        aid = data.draw(st.sampled_from(self._undelivered()), label="attempt")
         run_id = None
         if self.model.live_run(self.sid) is None:
             run_id = self.admit_plain_run(self.sid, "consumer")
@@ -272,11 +286,19 @@ class DeliveryMachine(ContractMachine):
             attempt_id=aid,
             check=self.record_checker("claim_delivery"),
         )
+        if how == "completed":
+            self.move_run(self.sid, run_id, "running")
         self.move_run(self.sid, run_id, how)
         if got is None:
             return
         self.claims[aid].append(claim.claim_id)
-        if release:
+        if then in ("reconcile", "claim", "automatic_claim"):
+            self.clock.advance(claim.deadline - self.clock.now())
+        if then == "reconcile":
+            self.reconcile(NS)
+        elif then in ("claim", "automatic_claim"):
+            self.claim(aid, -1, 60.0, then == "automatic_claim")
+        elif then == "release":
             reason = ConsumerTerminated(run_id=run_id)
             self.expect(
                 "release_delivery(ConsumerTerminated)",

@@ -28,7 +28,7 @@ class Profile:
 
 PROFILES: dict[str, Profile] = {
     "ci": Profile(
-        "ci", max_examples=100, stateful_step_count=50, derandomize=True, lmdb_sync=False
+        "ci", max_examples=200, stateful_step_count=40, derandomize=True, lmdb_sync=False
     ),
     "dev": Profile(
         "dev", max_examples=50, stateful_step_count=40, derandomize=False, lmdb_sync=False

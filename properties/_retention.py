@@ -19,7 +19,8 @@ from storage import ArtifactLimits, NotFound
 from ._factories import StoreFactory
 from ._harness import ContractMachine, build_for
 
-SINGLE = 48
+# Sizes hit both limits exactly: 50 == SINGLE, 51 over it, 50 + 50 == AGGREGATE.
+SINGLE = 50
 AGGREGATE = 100
 LIMITS = ArtifactLimits(max_single_bytes=SINGLE, max_retained_bytes=AGGREGATE)
 LIMIT_KINDS = {
@@ -52,7 +53,7 @@ class RetentionMachine(ContractMachine):
     @rule(
         target=retained,
         ns=st.sampled_from(NAMESPACES),
-        size=st.sampled_from([8, 24, 40, 47, 48, 49, 60]),
+        size=st.sampled_from([50, 10, 25, 40, 51, 60]),
         limits=st.sampled_from(["ok", "ok", "ok", "missing", "single_over_aggregate", "zero"]),
         retention=st.sampled_from([30.0, 90.0]),
     )
