@@ -691,6 +691,7 @@ class _Env:
     # -- shutdown ---------------------------------------------------------------------------
 
     def drain(self) -> None:
+        _refuse_nested(self.path)
         with self.mu:
             while self.busy or self.queue:
                 self.idle.wait()
@@ -900,6 +901,8 @@ class LmdbBackend:
         """
         if self._closed:
             return
+        # Closing from inside a transaction would wait for that transaction.
+        _refuse_nested(self.path)
         self._closed = True
         self._release()
 

@@ -566,6 +566,10 @@ def test_a_transaction_cannot_start_another_one(opened: Opened) -> None:
         backend.read(lambda txn: backend.write(_put(b"inner")))
     with pytest.raises(Failed):
         backend.write(lambda txn: backend.read(lambda inner: None))
+    with pytest.raises(Failed):
+        backend.write(lambda txn: backend.drain())
+    with pytest.raises(Failed):
+        backend.read(lambda txn: backend.close())
     assert _keys(backend) == []
 
 
