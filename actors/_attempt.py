@@ -41,7 +41,7 @@ from typing import Any
 import msgspec
 import pykka
 
-from statemachines import EXECUTION, ExecutionStatus, RetentionStatus, build_machine
+from statemachines import EXECUTION, ExecutionStatus, RetentionStatus
 from storage import (
     Artifact,
     ArtifactLimits,
@@ -58,7 +58,7 @@ from storage import (
 
 from ._child import ChildControl, ChildOutcome, ChildProgress, ChildRequest, ChildRunner
 from ._errors import BackgroundSubagentError, LeaseLost
-from ._loop import Runtime
+from ._loop import Runtime, simple_inbox
 from ._messages import (
     Abort,
     AttemptLost,
@@ -79,12 +79,6 @@ log = logging.getLogger("actors")
 
 EXECUTION_ERROR = "execution_error"
 CANCELLED = "cancelled"
-
-
-class _Execution:
-    """The plain model the execution machine binds to (never the actor itself)."""
-
-    state: str
 
 
 def truncate_utf8(text: str, limit: int) -> str:
@@ -124,8 +118,7 @@ class AttemptActor(pykka.ThreadingActor):
         self.runner = runner
         self.supervisor = supervisor
         self.attempt_id = record.attempt_id
-        self.model = _Execution()
-        self.machine = build_machine(EXECUTION, self.model, initial=str(record.execution_status))
+        self.model, self.machine = runtime.machines.acquire(str(record.execution_status))
         self.control = ChildControl(
             attempt_id=record.attempt_id, notify=self._tell_self, loop=runtime.loop
         )
@@ -152,6 +145,8 @@ class AttemptActor(pykka.ThreadingActor):
 
     # -- pykka hooks -------------------------------------------------------------------------
 
+    _create_actor_inbox = staticmethod(simple_inbox)
+
     def _start_actor_loop(self) -> None:
         # pykka's extension point: run this actor's loop on a reused thread (starting a
         # thread costs more than an attempt's own work). One loop per thread at a time.
@@ -159,6 +154,10 @@ class AttemptActor(pykka.ThreadingActor):
 
     def on_start(self) -> None:
         self.thread = threading.current_thread()
+
+    def on_stop(self) -> None:
+        # Nothing touches the machine once the actor stopped: lend it to the next attempt.
+        self.rt.machines.release(self.model, self.machine)
 
     def on_receive(self, message: Any) -> Any:
         try:

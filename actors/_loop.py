@@ -21,8 +21,17 @@ from typing import Any
 from storage import Clock, IdSource, SessionStore
 
 from ._config import OwnerIdentity, SupervisorLimits
+from ._machines import MachinePool
 
 log = logging.getLogger("actors")
+
+
+def simple_inbox() -> Any:
+    """An actor inbox on ``queue.SimpleQueue`` (C-implemented, unbounded, FIFO): it
+    has the ``put``/``get``/``empty`` pykka needs and costs a fraction of
+    ``queue.Queue``'s Condition-based handoff on every message."""
+    inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    return inbox
 
 
 class LoopThread:
@@ -211,7 +220,7 @@ class ThreadCache:
 @dataclass
 class Runtime:
     """What every actor of one supervisor shares. Immutable after construction,
-    except the thread registry (guarded by its lock)."""
+    except the thread registry (guarded by its lock) and the machine pool."""
 
     store: SessionStore
     clock: Clock
@@ -225,6 +234,7 @@ class Runtime:
     actor_threads: ThreadCache
     threads_lock: threading.Lock = field(default_factory=threading.Lock)
     threads: list[threading.Thread] = field(default_factory=list)
+    machines: MachinePool = field(default_factory=MachinePool)
 
     @property
     def lease_ttl(self) -> float:

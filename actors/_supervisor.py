@@ -55,7 +55,7 @@ from ._child import ChildRequest, ChildRunner
 from ._config import OwnerIdentity, SupervisorLimits
 from ._delivery import Deliverer, DeltaBox
 from ._errors import BackgroundSubagentError
-from ._loop import LoopThread, Runtime, ThreadCache, WorkerPool
+from ._loop import LoopThread, Runtime, ThreadCache, WorkerPool, simple_inbox
 from ._messages import (
     Abort,
     AttemptLost,
@@ -134,6 +134,8 @@ class SupervisorActor(pykka.ThreadingActor):
     """Admission, ids, the attempt table and shutdown bookkeeping. Never blocks on
     an attempt actor: requests for an attempt are forwarded with their reply."""
 
+    _create_actor_inbox = staticmethod(simple_inbox)
+
     def __init__(
         self,
         *,
@@ -152,6 +154,7 @@ class SupervisorActor(pykka.ThreadingActor):
         self.on_complete = on_complete
         self.delivery = delivery
         self.entries: dict[str, _Entry] = {}
+        self.active: dict[str, _Entry] = {}  # the entries whose state is "active"
         self.agents: dict[str, str] = {}  # agent_id -> subagent_name
         self.active_by_agent: dict[str, str] = {}  # agent_id -> attempt_id
         self.closing = False
@@ -321,7 +324,7 @@ class SupervisorActor(pykka.ThreadingActor):
         )
         self.agents[agent_id] = subagent_name
         self.active_by_agent[agent_id] = attempt_id
-        self.entries[attempt_id] = _Entry(
+        self.entries[attempt_id] = self.active[attempt_id] = _Entry(
             attempt_id=attempt_id,
             agent_id=agent_id,
             subagent_name=subagent_name,
@@ -471,6 +474,7 @@ class SupervisorActor(pykka.ThreadingActor):
         self._retire(entry)
 
     def _retire(self, entry: _Entry) -> None:
+        self.active.pop(entry.attempt_id, None)
         if self.active_by_agent.get(entry.agent_id) == entry.attempt_id:
             del self.active_by_agent[entry.agent_id]
         ref, entry.ref = entry.ref, None
@@ -491,8 +495,8 @@ class SupervisorActor(pykka.ThreadingActor):
         """Close admission, ask every live attempt to stop (``abort``: now), and
         answer a future that resolves once no attempt is active."""
         self.closing = True
-        for entry in self.entries.values():
-            if entry.state == "active" and entry.ref is not None:
+        for entry in self.active.values():
+            if entry.ref is not None:
                 if abort:
                     entry.ref.tell(Abort())
                 else:
@@ -510,14 +514,14 @@ class SupervisorActor(pykka.ThreadingActor):
         resolve(reply, settled)
 
     def _check_settled(self) -> None:
-        if any(e.state == "active" for e in self.entries.values()):
+        if self.active:
             return
         for watcher in self.settle_watchers:
             resolve(watcher, None)
         self.settle_watchers.clear()
 
     def unfinished(self, reply: Reply) -> None:
-        resolve(reply, sorted(a for a, e in self.entries.items() if e.state == "active"))
+        resolve(reply, sorted(self.active))
 
 
 class BackgroundSubagentSupervisor:
