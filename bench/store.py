@@ -319,6 +319,8 @@ def _concurrent_heartbeats(
         "raw_commits_per_s": raw_rate,
         "ratio_to_raw": len(records) / took / raw_rate,
         "ops_per_commit": len(records) / max(1, commits),
+        "target": None,
+        "note": "informative: no target; shows commits shared by concurrent writers",
     }
 
 
