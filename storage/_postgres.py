@@ -268,7 +268,9 @@ MIGRATIONS: tuple[Migration, ...] = (
         1,
         "kernel tables: one (k bytea primary key, v bytea) table per kernel table",
         tuple(
-            f"CREATE TABLE IF NOT EXISTS {{schema}}.{{p}}{t} (k bytea PRIMARY KEY, v bytea NOT NULL)"
+            "CREATE TABLE IF NOT EXISTS {schema}.{p}"
+            + t
+            + " (k bytea PRIMARY KEY, v bytea NOT NULL)"
             for t in _V1_TABLES
         ),
     ),
@@ -468,7 +470,7 @@ class _PgTxn:
         if self.failure is not None:
             raise map_error(self.failure, op=op, table=table, key=key)
         try:
-            return self._conn.execute(query, params, binary=True)  # type: ignore[arg-type]
+            return self._conn.execute(query, params, binary=True)
         except Exception as exc:
             pg = importlib.import_module("psycopg")
             if not isinstance(exc, pg.Error):
@@ -508,7 +510,7 @@ class _PgTxn:
         # Pages grow from a few rows (a probe such as "the first key of the next
         # session" reads one) to _PAGE_MAX, so a long range costs few round trips.
         size = _PAGE_FIRST
-        rows = self._page(sql.scan_from, sql.scan_from_to, table, first, end, size)
+        rows = self._page((sql.scan_from, sql.scan_from_to), table, first, end, size)
         while True:
             for k, v in rows:
                 yield bytes(k), bytes(v)
@@ -516,11 +518,12 @@ class _PgTxn:
                 return
             last = bytes(rows[-1][0])
             size = min(size * 4, _PAGE_MAX)
-            rows = self._page(sql.scan_after, sql.scan_after_to, table, last, end, size)
+            rows = self._page((sql.scan_after, sql.scan_after_to), table, last, end, size)
 
     def _page(
-        self, open_sql: str, bounded_sql: str, table: str, lo: bytes, end: bytes | None, size: int
+        self, queries: tuple[str, str], table: str, lo: bytes, end: bytes | None, size: int
     ) -> list[Any]:
+        open_sql, bounded_sql = queries
         if end is None:
             cur = self._exec(open_sql, (lo, size), "scan", table, lo)
         else:
@@ -644,7 +647,9 @@ class PostgresBackend:
         self._enter()
         try:
             with self._pool.connection(timeout=self.pool_timeout) as conn:
-                row = conn.execute("SELECT extract(epoch FROM clock_timestamp())::float8").fetchone()
+                row = conn.execute(
+                    "SELECT extract(epoch FROM clock_timestamp())::float8"
+                ).fetchone()
                 assert row is not None
                 return float(row[0])
         except self._pg.Error as exc:
@@ -668,6 +673,10 @@ class PostgresBackend:
 
     def _run(self, fn: Callable[[Txn], T], *, writable: bool) -> T:
         op = "write" if writable else "read"
+        if self.current_txn() is not None:
+            # fn would wait for a second pooled connection, possibly on locks
+            # its own transaction holds.
+            raise Failed("a transaction cannot start another one", op=op, schema=self.schema)
         self._enter()
         try:
             serialization_failures = 0
@@ -696,9 +705,7 @@ class PostgresBackend:
                     elif _is_connection(cause) or type(cause).__name__ == "PoolTimeout":
                         connection_failures += 1
                         if connection_failures >= CONNECTION_ATTEMPTS:
-                            raise map_error(
-                                cause, op=op, attempts=connection_failures
-                            ) from cause
+                            raise map_error(cause, op=op, attempts=connection_failures) from cause
                     else:
                         raise map_error(cause, op=op) from cause
                     with self._cond:
@@ -747,9 +754,7 @@ class PostgresBackend:
                     # on a serializable view (else: run fn again).
                     # Nothing is written either way, so a lost connection here
                     # is a plain retryable failure, not an in-doubt commit.
-                    self._commit(
-                        conn, "ROLLBACK TO SAVEPOINT subagents_fn; COMMIT", in_doubt=False
-                    )
+                    self._commit(conn, "ROLLBACK TO SAVEPOINT subagents_fn; COMMIT", in_doubt=False)
                 raise
             finally:
                 self._local.txn = None
@@ -779,7 +784,8 @@ class PostgresBackend:
             pass
         try:
             self._pool.putconn(conn)
-        except Exception:  # noqa: S110 - a closed pool already closed the connection
+        except Exception:
+            # A closed pool refuses the connection: close it ourselves.
             conn.close()
 
     def drain(self) -> None:
