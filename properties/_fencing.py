@@ -49,7 +49,6 @@ class FencingMachine(ContractMachine):
         self.accepted_n = 0
         self.acceptances: dict[str, AttemptRecord] = {}
         self.writers: dict[str, dict[tuple[str, int], OwnerLease]] = {}
-        self.stale_refusals = 0
         self.expired_acceptances = 0
         self.malformed = 0
 
@@ -153,16 +152,20 @@ class FencingMachine(ContractMachine):
             attempt_id=aid,
             check=self.record_checker("heartbeat_attempt"),
         )
+        if got is not None and stale:
+            raise self.violation(f"heartbeat_attempt: stale or expired writer {lease!r} wrote")
         if got is not None:
             self._learn(aid)
-        elif stale:
-            self.stale_refusals += 1
 
     @rule(aid=attempts, writer=st.integers(0, 3), status=st.sampled_from(ACTIVE))
     def update_execution_as(self, aid: str, writer: int, status: str) -> None:
         lease = self._writer(aid, writer)
+        stale = self._is_stale(aid, lease)
+        before = self.store.load_attempt(aid)
         view = msgspec.structs.replace(self.model.attempts[aid], owner_lease=lease)
         self.update_execution(view, status)
+        if stale and self.store.load_attempt(aid) != before:
+            raise self.violation(f"update_attempt_execution: stale writer {lease!r} wrote")
 
     @rule(
         aid=attempts,
@@ -265,7 +268,11 @@ class FencingMachine(ContractMachine):
                 execution_status="running",
             )
         commit = self.terminal_commit(view, outcome, f"{outcome} by {lease.host_instance_id}")
+        stale = self._is_stale(aid, lease)
+        before = self.store.load_attempt(aid)
         self.commit(commit)
+        if stale and self.store.load_attempt(aid) != before:
+            raise self.violation(f"commit_terminal: stale or expired writer {lease!r} wrote")
 
     @precondition(lambda self: bool(self.model.commits))
     @rule(data=st.data())
