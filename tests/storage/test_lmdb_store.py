@@ -461,6 +461,25 @@ def test_a_write_that_overflows_the_map_in_a_batch_fails_alone(opened: Opened) -
     assert _keys(backend, "u") == []
 
 
+def test_a_batch_that_overflows_with_auto_grow_grows_and_commits_everyone(
+    opened: Opened,
+) -> None:
+    backend = opened.backend(map_size=SMALL_MAP, auto_grow=True, max_map_size=16 * SMALL_MAP)
+
+    def huge(txn: Txn) -> str:
+        txn.put("u", b"huge", b"x" * (2 * SMALL_MAP))
+        return "huge"
+
+    batch = Batch(backend)
+    batch.hold()
+    batch.queue({"a": _put(b"a"), "huge": huge, "b": _put(b"b")})
+    batch.finish()
+
+    assert batch.results == {"holder": "holder", "a": b"a", "huge": "huge", "b": b"b"}
+    assert backend.map_size > SMALL_MAP
+    assert _keys(backend, "u") == [b"huge"]
+
+
 def test_an_uncontended_write_runs_on_the_callers_own_thread(opened: Opened) -> None:
     backend = opened.backend()
     assert backend.write(lambda txn: threading.get_ident()) == threading.get_ident()
