@@ -609,7 +609,11 @@ class _Env:
         _tls.inside = True
         try:
             value = pending.fn(wrapped)
-        except Exception as exc:
+        except (KeyboardInterrupt, SystemExit):
+            # This thread is being stopped: the whole batch is abandoned.
+            raise
+        except BaseException as exc:
+            # Anything else (including control-flow signals) belongs to its caller.
             child.abort()
             if wrapped.failure is not None and not isinstance(exc, StoreError):
                 exc = _map_error(wrapped.failure, op="write", path=self.path)
