@@ -68,6 +68,7 @@ from ._messages import (
     ChildFinished,
     Describe,
     HeartbeatDone,
+    RecordView,
     Start,
     Steer,
     Tick,
@@ -110,8 +111,10 @@ class AttemptActor(pykka.ThreadingActor):
         request: ChildRequest,
         runner: ChildRunner,
         supervisor: pykka.ActorRef[Any],
+        view: RecordView | None = None,
     ) -> None:
         super().__init__()
+        self.view = view
         self.rt = runtime
         self.record = record
         self.request = request
@@ -599,7 +602,10 @@ class AttemptActor(pykka.ThreadingActor):
     def _write_execution(self, record: AttemptRecord) -> None:
         stored = self.rt.store.update_attempt_execution(record)
         self.record = stored
-        self.supervisor.tell(AttemptUpdated(record=stored))
+        if self.view is not None:
+            self.view.record = stored  # persisted: now the supervisor's view shows it
+        else:
+            self.supervisor.tell(AttemptUpdated(record=stored))
 
     def _persist_terminal(self) -> None:
         assert self.decision is not None

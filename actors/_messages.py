@@ -33,6 +33,22 @@ def resolve(reply: Reply | None, value: Any = None, error: BaseException | None 
         pass
 
 
+class RecordView:
+    """The last persisted projection of one attempt, shared by its actor and the supervisor.
+
+    The attempt actor publishes each non-terminal record here right after the
+    store committed it (one reference assignment, atomic under the GIL), so the
+    supervisor's view stays current without a message per transition; the
+    supervisor itself publishes the terminal (or lost) record once it handles
+    the attempt's end.
+    """
+
+    __slots__ = ("record",)
+
+    def __init__(self, record: AttemptRecord) -> None:
+        self.record = record
+
+
 # -- to an attempt actor -------------------------------------------------------------------
 
 

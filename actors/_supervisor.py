@@ -64,6 +64,7 @@ from ._messages import (
     Call,
     Cancel,
     DelegateRequest,
+    RecordView,
     Reply,
     Start,
     Steer,
@@ -104,11 +105,19 @@ class _Entry:
     agent_id: str
     subagent_name: str
     linked_task_id: str | None
-    record: AttemptRecord
+    view: RecordView  # the last persisted record (its actor publishes transitions here)
     ref: pykka.ActorRef[Any] | None
     state: str  # "active" | "terminal" | "lost"
     watchers: list[Reply] = field(default_factory=list)
     cancellations: dict[str, str | None] = field(default_factory=dict)
+
+    @property
+    def record(self) -> AttemptRecord:
+        return self.view.record
+
+    @record.setter
+    def record(self, record: AttemptRecord) -> None:
+        self.view.record = record
 
 
 def _summary(record: AttemptRecord) -> AttemptSummary:
@@ -319,8 +328,14 @@ class SupervisorActor(pykka.ThreadingActor):
             continued=continued,
             metadata=dict(req.metadata),
         )
+        view = RecordView(stored)
         ref = AttemptActor.start(
-            runtime=rt, record=stored, request=request, runner=runner, supervisor=self.actor_ref
+            runtime=rt,
+            record=stored,
+            request=request,
+            runner=runner,
+            supervisor=self.actor_ref,
+            view=view,
         )
         self.agents[agent_id] = subagent_name
         self.active_by_agent[agent_id] = attempt_id
@@ -329,7 +344,7 @@ class SupervisorActor(pykka.ThreadingActor):
             agent_id=agent_id,
             subagent_name=subagent_name,
             linked_task_id=linked_task_id,
-            record=stored,
+            view=view,
             ref=ref,
             state="active",
         )
