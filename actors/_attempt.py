@@ -36,6 +36,7 @@ import inspect
 import logging
 import threading
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -143,6 +144,7 @@ class AttemptActor(pykka.ThreadingActor):
         self.context_delta: Any = None
         self.usage: dict[str, Any] = {}
         self.heartbeat_in_flight = False
+        self.first_beat = False
         self.fallback = False
         self.thread: threading.Thread | None = None
 
@@ -219,15 +221,26 @@ class AttemptActor(pykka.ThreadingActor):
 
     def _on_start(self) -> None:
         self.ops.append(("exec", ExecutionStatus.STARTING))
-        self._schedule("heartbeat", self.rt.heartbeat_interval)
-        self._pump()
+        # The first heartbeat timer rides along with the child's launch (one wake-up of
+        # the loop instead of two); when the launch does not happen now, arm it here.
+        self.first_beat = True
+        try:
+            self._pump()
+        finally:
+            if self.first_beat:
+                self.first_beat = False
+                self._schedule("heartbeat", self.rt.heartbeat_interval)
 
     def _launch_child(self) -> None:
         if self.launched or self.decision is not None or self.lost:
             return
         self.launched = True
+        beat: Callable[[], None] | None = None
+        if self.first_beat:
+            beat = self._timer("heartbeat")
         try:
-            self.rt.loop.call_soon_threadsafe(self._create_task)
+            self.rt.loop.call_soon_threadsafe(self._create_task, beat)
+            self.first_beat = False
         except RuntimeError as exc:  # the loop is closed
             self.child_done = True
             self._decide(
@@ -240,7 +253,9 @@ class AttemptActor(pykka.ThreadingActor):
 
     # The three methods below run on the loop thread; ``self.task`` is only touched there.
 
-    def _create_task(self) -> None:
+    def _create_task(self, beat: Callable[[], None] | None = None) -> None:
+        if beat is not None:
+            self.rt.loop.call_later(self.rt.heartbeat_interval, beat)
         if self.abort_requested:
             self._tell_self(ChildFinished(outcome=None, error=None, cancelled=True))
             return
@@ -465,15 +480,22 @@ class AttemptActor(pykka.ThreadingActor):
 
     # -- timers and heartbeats ---------------------------------------------------------------
 
-    def _schedule(self, kind: str, delay: float) -> None:
+    def _timer(self, kind: str) -> Callable[[], None]:
+        """The loop-side callback of a timer: tell this actor ``Tick(kind)`` unless the
+        attempt already ended (then the tick is moot and the actor may be gone)."""
         ref = self.actor_ref
         tick = Tick(kind)
 
         def fire() -> None:
+            if self.terminal or self.lost:
+                return
             with contextlib.suppress(pykka.ActorDeadError):
                 ref.tell(tick)
 
-        self.rt.later(delay, fire)
+        return fire
+
+    def _schedule(self, kind: str, delay: float) -> None:
+        self.rt.later(delay, self._timer(kind))
 
     def _on_tick(self, kind: str) -> None:
         if self.terminal or self.lost:
