@@ -347,6 +347,25 @@ def test_a_connection_lost_on_every_try_is_retryable_storage_and_writes_nothing(
     assert backend.read(lambda txn: txn.get("meta", b"k")) is None
 
 
+def test_a_connection_lost_during_commit_is_failed_in_doubt_not_retryable(
+    pg: Pg, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend = pg.backend()
+    commit = backend._commit
+
+    def lose_connection_then_commit(conn: Any, statement: str, *, in_doubt: bool) -> None:
+        if statement == "COMMIT":
+            _terminate(pg, conn.info.backend_pid)
+        commit(conn, statement, in_doubt=in_doubt)
+
+    monkeypatch.setattr(backend, "_commit", lose_connection_then_commit)
+    with pytest.raises(Failed) as info:
+        backend.write(lambda txn: txn.put("meta", b"k", b"v"))
+    assert info.value.in_doubt is True
+    assert not isinstance(info.value, RetryableStorage)
+    assert backend.retries == 0
+
+
 def test_an_unreachable_server_is_retryable_storage(pg: Pg) -> None:
     with pytest.raises(RetryableStorage):
         PostgresSessionStore(
