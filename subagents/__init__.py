@@ -4,6 +4,11 @@ Everything public is importable from ``subagents``; implementation lives in
 private modules. Names follow the spec's Rust SDK (see DESIGN §2).
 """
 
+from actors import BackgroundSubagentError as BackgroundSubagentError
+from actors import BackgroundSubagentSupervisor as BackgroundSubagentSupervisor
+from actors import OwnerIdentity as OwnerIdentity
+from actors import SupervisorLimits as SupervisorLimits
+
 from ._agent import Agent as Agent
 from ._agent import AgentApp as AgentApp
 from ._agent import AgentBuilder as AgentBuilder
@@ -16,6 +21,13 @@ from ._agent_spec import SubagentSpecProjection as SubagentSpecProjection
 from ._agent_spec import default_model_providers as default_model_providers
 from ._agent_spec import make_test_model as make_test_model
 from ._agent_spec import project_subagent_spec as project_subagent_spec
+from ._async_delegation import AsyncDelegateTool as AsyncDelegateTool
+from ._async_delegation import BackgroundSubagentInfoTool as BackgroundSubagentInfoTool
+from ._async_delegation import BackgroundSubagentRunner as BackgroundSubagentRunner
+from ._async_delegation import CancelSubagentTool as CancelSubagentTool
+from ._async_delegation import SteerSubagentTool as SteerSubagentTool
+from ._async_delegation import SubagentContextDelta as SubagentContextDelta
+from ._async_delegation import WaitSubagentTool as WaitSubagentTool
 from ._context import AgentContext as AgentContext
 from ._context import AgentContextHandle as AgentContextHandle
 from ._deps import Dependencies as Dependencies
@@ -150,6 +162,12 @@ __all__ = [
     "AgentStreamSource",
     "AgentStreamSourceKind",
     "AnthropicModel",
+    "AsyncDelegateTool",
+    "BackgroundSubagentError",
+    "BackgroundSubagentInfoTool",
+    "BackgroundSubagentRunner",
+    "BackgroundSubagentSupervisor",
+    "CancelSubagentTool",
     "CapabilityBundle",
     "ContentRefused",
     "ConversationId",
@@ -180,6 +198,7 @@ __all__ = [
     "ModelStreamEvent",
     "OpenAIChatModel",
     "OpenAIResponsesModel",
+    "OwnerIdentity",
     "PayloadError",
     "ProviderAuthenticationError",
     "ProviderConnectionError",
@@ -197,8 +216,10 @@ __all__ = [
     "RpcError",
     "RunId",
     "StaticCapabilityBundle",
+    "SteerSubagentTool",
     "SubagentCapabilityInheritancePolicy",
     "SubagentConfig",
+    "SubagentContextDelta",
     "SubagentDelegationMode",
     "SubagentDirectory",
     "SubagentError",
@@ -220,6 +241,7 @@ __all__ = [
     "SubagentTask",
     "SubagentToolInheritanceError",
     "SubagentToolInheritancePolicy",
+    "SupervisorLimits",
     "SystemPromptPart",
     "TaskId",
     "TestModel",
@@ -241,6 +263,7 @@ __all__ = [
     "Usage",
     "UsageLimitExceeded",
     "UserPromptPart",
+    "WaitSubagentTool",
     "compact_preview",
     "default_model_providers",
     "delegation_tools",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine, Iterable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from statemachines import SubagentsError
 from storage import Clock, IdSource, RandomIds
@@ -50,7 +50,7 @@ from ._registry import (
     SubagentDelegationMode,
     SubagentParentTools,
     SubagentRegistry,
-    delegation_tools,
+    _delegation_topology,
 )
 from ._result import AgentResult
 from ._stream import (
@@ -66,6 +66,9 @@ from ._stream import (
 )
 from ._sync import run_blocking
 from ._tools import Tool, ToolContext, ToolRegistry
+
+if TYPE_CHECKING:
+    from ._async_delegation import TurnStart, _AsyncDelegation
 
 T = TypeVar("T")
 
@@ -123,6 +126,7 @@ class Agent:
         request_limit: int,
         retries: int,
         ids: IdSource,
+        background: _AsyncDelegation | None = None,
     ) -> None:
         self.model = model
         self.name = name
@@ -137,6 +141,7 @@ class Agent:
         self._subagents = subagents
         self._hooks = tuple(hooks)
         self._ids = ids
+        self._background = background
         self._system_parts = tuple(SystemPromptPart(content=text) for text in self.instructions)
         self._params = ModelRequestParameters(tools=tools.definitions())
 
@@ -175,6 +180,7 @@ class Agent:
             request_limit=self.request_limit,
             retries=self.retries,
             ids=self._ids,
+            background=self._background,
         )
 
     async def run(
@@ -234,7 +240,14 @@ class Agent:
         sink: AgentStreamSink | None,
         message_history: Sequence[ModelMessage] | None,
         run_id: RunId | None = None,
+        *,
+        turn_start: TurnStart | None = None,
     ) -> AgentResult:
+        """The run loop. At the start of every turn (before each model request):
+        with async delegation, pending background results are delivered into
+        the conversation and their context deltas applied to ``context``; then
+        ``turn_start(messages, context)`` may append to the latest request (a
+        background child's steering)."""
         if run_id is None:
             run_id = RunId.generate(self._ids)
         context.run_id = run_id
@@ -267,6 +280,10 @@ class Agent:
                     run_id=run_id.as_str(),
                 )
             requests += 1
+            if self._background is not None:
+                await self._background.deliver_pending(messages, context, run_id)
+            if turn_start is not None:
+                await turn_start(messages, context)
             response = await self._request(messages, sink, run_id)
             usage.requests += 1
             usage.input_tokens += response.usage.input_tokens
@@ -508,7 +525,10 @@ class AgentBuilder:
         return self
 
     def background_subagent_supervisor(self, supervisor: object) -> AgentBuilder:
-        """The long-lived supervisor that async delegation modes hand attempts to."""
+        """The long-lived :class:`~actors.BackgroundSubagentSupervisor` that the async
+        delegation modes hand attempts to (required by them: ``build()`` raises
+        :class:`AgentConfigError` without one). It outlives parent runs: an agent
+        built later on the same supervisor receives results still pending."""
         self._supervisor = supervisor
         return self
 
@@ -559,7 +579,8 @@ class AgentBuilder:
         for bundle in self._bundles:
             tools.extend(bundle.tools())
             hooks.extend(bundle.hooks())
-        tools.extend(delegation_tools(registry, self._mode, self._supervisor))
+        delegation, background = _delegation_topology(registry, self._mode, self._supervisor)
+        tools.extend(delegation)
         return Agent(
             model=self._model,
             name=self._name,
@@ -573,6 +594,7 @@ class AgentBuilder:
             request_limit=self._request_limit,
             retries=self._retries,
             ids=RandomIds() if self._ids is None else self._ids,
+            background=background,
         )
 
     def build_app(self) -> AgentApp:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
+from actors import BackgroundSubagentSupervisor
 from storage import Clock, IdSource, RandomIds, SystemClock
 
 from ._agent_spec import AgentSpec, AgentSpecRegistry, EnvironmentProvider
@@ -81,9 +82,14 @@ class SubagentDelegationMode(enum.Enum):
     """Which delegation tools an agent with subagents exposes to its model.
 
     ``BLOCKING`` (default) installs ``delegate``, which runs the child and
-    returns its output. ``DISABLED`` installs nothing. ``ASYNC`` and
-    ``BLOCKING_AND_ASYNC`` need a background supervisor (actors/) and are not
-    available yet: building with them raises :class:`AgentConfigError`.
+    returns its output. ``DISABLED`` installs nothing. ``ASYNC`` installs the
+    background tools (``delegate``, ``steer_subagent``, ``cancel_subagent``,
+    ``wait_subagent``, ``subagent_info``) and ``BLOCKING_AND_ASYNC`` the
+    blocking ``delegate`` plus the background set with its delegate named
+    ``spawn_delegate``; both need a
+    :class:`~actors.BackgroundSubagentSupervisor`
+    (``AgentBuilder.background_subagent_supervisor``), else building raises
+    :class:`AgentConfigError`. See :func:`delegation_tools`.
     """
 
     DISABLED = "disabled"
@@ -434,19 +440,7 @@ class SubagentRegistry:
                 name=name,
                 task_id=task.id.as_str(),
             ) from error
-        bundles = subagent.inherited_bundles
-        agent = subagent.agent._with_inherited(
-            [
-                *inherited,
-                *(
-                    tool
-                    for bundle in bundles
-                    for tool in bundle.tools()
-                    if not is_main_agent_only_tool(tool)
-                ),
-            ],
-            [*subagent.inherited_hooks, *(hook for bundle in bundles for hook in bundle.hooks())],
-        )
+        agent = _materialize_child(subagent, inherited)
 
         run = _Delegation(self, name, task, context, stream_sink)
         if subagent.environment_provider is not None:
@@ -538,6 +532,26 @@ class SubagentRegistry:
 
     def __repr__(self) -> str:
         return f"SubagentRegistry({self.names()!r})"
+
+
+def _materialize_child(subagent: SubagentConfig, inherited: ToolRegistry) -> Agent:
+    """The child agent a delegation runs: its own tools plus ``inherited`` and the
+    parent hooks and bundles its capability policy selected (main-agent-only
+    tools of a bundle never reach a child). Blocking and background delegation
+    both build children here."""
+    bundles = subagent.inherited_bundles
+    return subagent.agent._with_inherited(
+        [
+            *inherited,
+            *(
+                tool
+                for bundle in bundles
+                for tool in bundle.tools()
+                if not is_main_agent_only_tool(tool)
+            ),
+        ],
+        [*subagent.inherited_hooks, *(hook for bundle in bundles for hook in bundle.hooks())],
+    )
 
 
 def _publish(context: AgentContext, event: SubagentLifecycleEvent) -> None:
@@ -817,16 +831,53 @@ def delegation_tools(
 ) -> list[Tool]:
     """The delegation tools an agent installs for ``registry`` under ``mode``.
 
-    The single place where the delegation topology is decided (async modes
-    extend it once the background supervisor exists). No subagents → no tools.
+    The single place where the delegation topology is decided. No subagents
+    → no tools, in every mode.
+
+    - ``DISABLED``: none.
+    - ``BLOCKING``: ``delegate`` (runs the child, returns its output).
+    - ``ASYNC``: ``delegate`` (background), ``steer_subagent``,
+      ``cancel_subagent``, ``wait_subagent``, ``subagent_info``; no blocking
+      backend is visible to the model.
+    - ``BLOCKING_AND_ASYNC``: the blocking ``delegate``, the background
+      delegate as ``spawn_delegate`` (as the Rust SDK names explicit background
+      delegation next to a blocking ``delegate``), then ``steer_subagent``,
+      ``cancel_subagent``, ``wait_subagent``, ``subagent_info``.
+
+    The async modes need a :class:`~actors.BackgroundSubagentSupervisor`
+    (else :class:`AgentConfigError`); every background tool delegates
+    through it with this registry's runner adapter
+    (:class:`~subagents.BackgroundSubagentRunner`). Tool definitions depend
+    only on the registry's names, so they are identical across turns.
     """
+    tools, _ = _delegation_topology(registry, mode, supervisor)
+    return tools
+
+
+def _delegation_topology(
+    registry: SubagentRegistry,
+    mode: SubagentDelegationMode,
+    supervisor: object | None,
+) -> tuple[list[Tool], Any]:
+    """``delegation_tools`` plus the async binding the agent's turn loop needs (or None)."""
     if registry.is_empty() or mode is SubagentDelegationMode.DISABLED:
-        return []
+        return [], None
     if mode is SubagentDelegationMode.BLOCKING:
-        return [registry.delegate_tool()]
-    raise AgentConfigError(
-        f"subagent delegation mode {mode.value!r} needs the background subagent supervisor, "
-        "which is not available yet; use BLOCKING or DISABLED",
-        mode=mode.value,
-        supervisor=type(supervisor).__name__ if supervisor is not None else None,
-    )
+        return [registry.delegate_tool()], None
+    # _async_delegation builds on this module: imported at first use.
+    from . import _async_delegation as background  # noqa: PLC0415
+
+    if not isinstance(supervisor, BackgroundSubagentSupervisor):
+        raise AgentConfigError(
+            f"subagent delegation mode {mode.value!r} needs a BackgroundSubagentSupervisor: "
+            "pass one with AgentBuilder.background_subagent_supervisor(...)",
+            mode=mode.value,
+            supervisor=type(supervisor).__name__ if supervisor is not None else None,
+        )
+    delegation = background._AsyncDelegation(registry, supervisor)
+    if mode is SubagentDelegationMode.ASYNC:
+        return background._async_tools(delegation, delegate_name=DELEGATE_TOOL_NAME), delegation
+    return [
+        registry.delegate_tool(),
+        *background._async_tools(delegation, delegate_name=background.SPAWN_DELEGATE_TOOL_NAME),
+    ], delegation

@@ -261,7 +261,7 @@ def test_disabled_mode_installs_no_delegation_tools_but_keeps_the_registry() -> 
 @pytest.mark.parametrize(
     "mode", [SubagentDelegationMode.ASYNC, SubagentDelegationMode.BLOCKING_AND_ASYNC]
 )
-def test_async_modes_are_refused_until_the_supervisor_exists(
+def test_async_modes_are_refused_without_a_supervisor(
     mode: SubagentDelegationMode,
 ) -> None:
     child = AgentBuilder(TestModel.with_text("child")).build()

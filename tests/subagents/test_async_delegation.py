@@ -1,0 +1,708 @@
+"""Asynchronous delegation through an agent: the five background tools, the child
+runner adapter (steering, cancellation, context delta), delivery at the parent's
+next turn and stream attribution.
+
+Every supervisor runs its children on the test's own event loop (``loop=``), so
+children can be gated with ``asyncio.Event``; no test sleeps. Every supervisor
+is shut down (checked) by the ``make_supervisor`` fixture.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+import pytest
+
+from storage import SeededIds
+from subagents import (
+    Agent,
+    AgentBuilder,
+    AgentContext,
+    AgentContextHandle,
+    AgentHook,
+    BackgroundSubagentError,
+    BackgroundSubagentSupervisor,
+    ConversationId,
+    Dependencies,
+    FunctionModel,
+    FunctionTool,
+    ModelMessage,
+    ModelRequest,
+    ModelRequestParameters,
+    ModelResponse,
+    OwnerIdentity,
+    RetryPromptPart,
+    RunId,
+    SubagentConfig,
+    SubagentContextDelta,
+    SubagentDelegationMode,
+    SubagentParentTools,
+    SubagentToolInheritancePolicy,
+    SupervisorLimits,
+    TestModel,
+    ToolArgumentError,
+    ToolCallPart,
+    ToolContext,
+    ToolError,
+    ToolResult,
+    UserPromptPart,
+)
+from subagents._async_delegation import BACKGROUND_RESULT_PREFIX, STEERING_PREFIX
+
+CONTROL_TOOLS = {
+    "delegate",
+    "spawn_delegate",
+    "steer_subagent",
+    "cancel_subagent",
+    "wait_subagent",
+    "subagent_info",
+}
+LIMITS = SupervisorLimits(cancellation_grace=2.0, shutdown_grace=5.0)
+Factory = Callable[..., BackgroundSubagentSupervisor]
+
+
+def _our_threads() -> list[str]:
+    prefixes = ("subagents-", "AttemptActor", "SupervisorActor")
+    return [t.name for t in threading.enumerate() if t.name.startswith(prefixes)]
+
+
+@pytest.fixture
+async def make_supervisor() -> AsyncIterator[Factory]:
+    made: list[BackgroundSubagentSupervisor] = []
+    loop = asyncio.get_running_loop()
+
+    def make(**kwargs: Any) -> BackgroundSubagentSupervisor:
+        kwargs.setdefault("loop", loop)
+        kwargs.setdefault("limits", LIMITS)
+        supervisor = BackgroundSubagentSupervisor(**kwargs)
+        made.append(supervisor)
+        return supervisor
+
+    yield make
+    for supervisor in made:
+        await supervisor.shutdown_checked(5.0)
+    assert _our_threads() == []
+
+
+class Gate:
+    """An asyncio.Event the child's model waits on (children run on the test loop)."""
+
+    def __init__(self) -> None:
+        self.entered = asyncio.Event()
+        self.opened = asyncio.Event()
+
+    async def wait(self) -> None:
+        self.entered.set()
+        await self.opened.wait()
+
+    def open(self) -> None:
+        self.opened.set()
+
+
+def gated_child(gate: Gate, text: str = "child result") -> Agent:
+    async def answer(messages: Sequence[ModelMessage], params: ModelRequestParameters) -> str:
+        await gate.wait()
+        return text
+
+    return AgentBuilder(FunctionModel(answer, name="child")).name("research").build()
+
+
+def async_agent(
+    model: Any,
+    supervisor: BackgroundSubagentSupervisor,
+    child: Agent,
+    *,
+    mode: SubagentDelegationMode = SubagentDelegationMode.ASYNC,
+    hooks: Sequence[AgentHook] = (),
+    config: Callable[[SubagentConfig], SubagentConfig] = lambda c: c,
+) -> Agent:
+    return (
+        AgentBuilder(model)
+        .subagent(config(SubagentConfig("research", child, "Collects facts")))
+        .subagent_delegation_mode(mode)
+        .background_subagent_supervisor(supervisor)
+        .hooks(hooks)
+        .build()
+    )
+
+
+def tool_context(agent: Agent, parent: AgentContext, run_id: str = "run-parent") -> ToolContext:
+    parent.run_id = RunId.from_string(run_id)
+    dependencies = Dependencies()
+    dependencies.insert(parent)
+    dependencies.insert(AgentContextHandle(parent))
+    dependencies.insert(SubagentParentTools(agent.tools()))
+    return ToolContext(
+        RunId.from_string(run_id), ConversationId.from_string("conv"), 1, dependencies=dependencies
+    )
+
+
+async def call(agent: Agent, ctx: ToolContext, tool: str, args: dict[str, Any]) -> Any:
+    found = agent.tools().lookup(tool)
+    assert found is not None
+    result: ToolResult = await found.call(ctx, args)
+    return result.content
+
+
+def predicted_ids(seed: int) -> tuple[str, str]:
+    """The first (agent_id suffix, attempt_id) a supervisor seeded with ``seed`` draws."""
+    twin = SeededIds(seed)
+    return f"research-bg-{twin.token_hex(4)}", f"subattempt_{twin.uuid4()}"
+
+
+class ReleaseOnWait(AgentHook):
+    """Opens the child's gate when the parent calls wait_subagent."""
+
+    def __init__(self, gate: Gate) -> None:
+        self.gate = gate
+
+    async def before_tool_call(self, context: ToolContext, call: ToolCallPart) -> None:
+        if call.tool_name == "wait_subagent":
+            self.gate.open()
+
+
+# ----------------------------------------------------------------------- the whole loop
+
+
+async def test_a_scripted_parent_delegates_in_the_background_waits_once_and_gets_the_result(
+    make_supervisor: Factory,
+) -> None:
+    seed = 11
+    supervisor = make_supervisor(
+        ids=SeededIds(seed), owner=OwnerIdentity(host_instance_id="host-test")
+    )
+    agent_id, attempt_id = predicted_ids(seed)
+    gate = Gate()
+    parent_model = TestModel(
+        [
+            TestModel.tool_call("delegate", {"subagent_name": "research", "prompt": "collect"}),
+            TestModel.tool_call("wait_subagent", {"attempt_id": attempt_id}),
+            "parent done",
+        ]
+    )
+    agent = async_agent(parent_model, supervisor, gated_child(gate), hooks=[ReleaseOnWait(gate)])
+    context = AgentContext()
+
+    result = await agent.run("plan", context)
+
+    assert result.output == "parent done"
+    returns = [
+        part.content
+        for message in result.messages
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+        if getattr(part, "tool_name", None) in ("delegate", "wait_subagent")
+    ]
+    accepted, waited = returns
+    assert accepted["status"] == "accepted"
+    assert accepted["attempt_id"] == attempt_id
+    assert accepted["agent_id"] == agent_id
+    assert "Do not poll" in accepted["message"]
+    assert waited["status"] == "completed"
+    assert waited["result"] == "child result"
+    assert waited["delivery_status"] == "delivered"
+    # Delivered by the wait, so nothing was injected at a later turn ...
+    assert not any(
+        isinstance(part, UserPromptPart) and part.content.startswith(BACKGROUND_RESULT_PREFIX)
+        for message in result.messages
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+    )
+    # ... and the child's usage reached the parent once, through the wait.
+    assert context.usage.requests == 3 + 1
+    assert len(context.events.of_kind("subagent_completed")) == 1
+
+
+async def test_a_continuation_reuses_the_agent_id_with_a_fresh_attempt_and_the_child_history(
+    make_supervisor: Factory,
+) -> None:
+    supervisor = make_supervisor()
+    seen: list[list[str]] = []
+
+    def answer(messages: Sequence[ModelMessage], params: ModelRequestParameters) -> str:
+        prompts = [
+            p.content
+            for m in messages
+            if isinstance(m, ModelRequest)
+            for p in m.parts
+            if isinstance(p, UserPromptPart)
+        ]
+        seen.append(prompts)
+        return f"answer {len(seen)}"
+
+    child = AgentBuilder(FunctionModel(answer)).build()
+    agent = async_agent(TestModel.with_text("p"), supervisor, child)
+    parent = AgentContext()
+    ctx = tool_context(agent, parent)
+
+    first = await call(agent, ctx, "delegate", {"subagent_name": "research", "prompt": "one"})
+    assert (await call(agent, ctx, "wait_subagent", {"attempt_id": first["attempt_id"]}))[
+        "result"
+    ] == "answer 1"
+    again = await call(
+        agent,
+        ctx,
+        "delegate",
+        {"name": "research", "prompt": "two", "agent_id": first["agent_id"]},
+    )
+    waited = await call(agent, ctx, "wait_subagent", {"attempt_id": again["attempt_id"]})
+
+    assert again["status"] == "continued"
+    assert again["agent_id"] == first["agent_id"]
+    assert again["attempt_id"] != first["attempt_id"]
+    assert waited["result"] == "answer 2"
+    assert seen[-1] == ["one", "two"]
+
+
+# ----------------------------------------------------------------------- steering and cancel
+
+
+async def test_steering_reaches_the_child_at_its_next_turn_boundary(
+    make_supervisor: Factory,
+) -> None:
+    supervisor = make_supervisor()
+    paused, resume = asyncio.Event(), asyncio.Event()
+    requests: list[Sequence[ModelMessage]] = []
+
+    async def pause(ctx: ToolContext, args: Any) -> str:
+        paused.set()
+        await resume.wait()
+        return "paused"
+
+    def answer(messages: Sequence[ModelMessage], params: ModelRequestParameters) -> Any:
+        requests.append(list(messages))
+        if len(requests) == 1:
+            return ModelResponse(
+                parts=(ToolCallPart(tool_name="pause", args={}, tool_call_id="p"),)
+            )
+        return "steered"
+
+    child = (
+        AgentBuilder(FunctionModel(answer))
+        .tool(FunctionTool("pause", None, {"type": "object"}, pause))
+        .build()
+    )
+    agent = async_agent(TestModel.with_text("p"), supervisor, child)
+    ctx = tool_context(agent, AgentContext())
+
+    accepted = await call(agent, ctx, "delegate", {"subagent_name": "research", "prompt": "go"})
+    await paused.wait()
+    args = {"attempt_id": accepted["attempt_id"], "message": "focus on X", "steering_id": "s1"}
+    receipt = await call(agent, ctx, "steer_subagent", args)
+    again = await call(agent, ctx, "steer_subagent", args)  # idempotent: queued once
+    resume.set()
+    waited = await call(agent, ctx, "wait_subagent", {"attempt_id": accepted["attempt_id"]})
+
+    assert receipt == again
+    assert receipt["status"] == "queued"
+    assert receipt["steering_id"] == "s1"
+    assert waited["result"] == "steered"
+    steering = [
+        p.content
+        for p in requests[1][-1].parts  # the request that opened the child's second turn
+        if isinstance(p, UserPromptPart)
+    ]
+    assert steering == [STEERING_PREFIX + "focus on X"]
+    assert not any(
+        isinstance(p, UserPromptPart) and p.content.startswith(STEERING_PREFIX)
+        for m in requests[0]
+        for p in getattr(m, "parts", ())
+    )
+
+
+async def test_cancel_stops_the_child_and_its_cancelled_result_is_delivered(
+    make_supervisor: Factory,
+) -> None:
+    supervisor = make_supervisor()
+    gate = Gate()  # never opened
+    agent = async_agent(TestModel.with_text("p"), supervisor, gated_child(gate))
+    ctx = tool_context(agent, AgentContext())
+
+    accepted = await call(agent, ctx, "delegate", {"subagent_name": "research", "prompt": "go"})
+    await gate.entered.wait()
+    cancelled = await call(
+        agent,
+        ctx,
+        "cancel_subagent",
+        {"attempt_id": accepted["attempt_id"], "reason": "not needed", "cancellation_id": "c1"},
+    )
+    waited = await call(agent, ctx, "wait_subagent", {"attempt_id": accepted["attempt_id"]})
+    repeated = await call(
+        agent,
+        ctx,
+        "cancel_subagent",
+        {"attempt_id": accepted["attempt_id"], "reason": "not needed", "cancellation_id": "c1"},
+    )
+
+    assert cancelled["status"] == "cancellation_requested"
+    assert waited["status"] == "cancelled"
+    assert waited["cancellation_reason"] == "not needed"
+    assert repeated["status"] == "cancelled"
+    with pytest.raises(ToolError) as conflict:
+        await call(
+            agent,
+            ctx,
+            "cancel_subagent",
+            {"attempt_id": accepted["attempt_id"], "reason": "other", "cancellation_id": "c1"},
+        )
+    assert conflict.value.fields["error_kind"] == "IdempotencyConflict"
+    with pytest.raises(ToolError) as terminal:
+        await call(
+            agent, ctx, "steer_subagent", {"attempt_id": accepted["attempt_id"], "message": "x"}
+        )
+    assert terminal.value.fields["error_kind"] == "Terminal"
+
+
+async def test_a_wait_is_bounded_and_clamped(make_supervisor: Factory) -> None:
+    supervisor = make_supervisor()
+    gate = Gate()
+    agent = async_agent(TestModel.with_text("p"), supervisor, gated_child(gate))
+    ctx = tool_context(agent, AgentContext())
+    accepted = await call(agent, ctx, "delegate", {"subagent_name": "research", "prompt": "go"})
+
+    running = await call(
+        agent, ctx, "wait_subagent", {"attempt_id": accepted["attempt_id"], "timeout_seconds": -5}
+    )
+    missing = await call(agent, ctx, "wait_subagent", {"attempt_id": "subattempt_nope"})
+    gate.open()
+    done = await call(
+        agent,
+        ctx,
+        "wait_subagent",
+        {"attempt_id": accepted["attempt_id"], "timeout_seconds": float("inf")},
+    )
+
+    assert running["timed_out"] is True
+    assert running["status"] in ("accepted", "starting", "running")
+    assert missing["status"] == "not_found"
+    assert missing["known_attempt_ids"] == [accepted["attempt_id"]]
+    assert done["status"] == "completed"
+
+
+# ----------------------------------------------------------------------- late delivery
+
+
+async def test_a_late_result_reaches_a_restored_parent_at_its_next_turn_with_its_delta_applied_once(
+    make_supervisor: Factory,
+) -> None:
+    supervisor = make_supervisor()
+    gate = Gate()
+    child = gated_child(gate, "late facts")
+    first = async_agent(
+        TestModel(
+            [TestModel.tool_call("delegate", {"subagent_name": "research", "prompt": "dig"})],
+            text="accepted, moving on",
+        ),
+        supervisor,
+        child,
+    )
+    first_context = AgentContext()
+    await first.run("plan", first_context)
+    gate.open()
+    summary = await supervisor.wait(None, 30)  # returns once an attempt is terminal; claims nothing
+    assert summary.attempts is not None
+    [attempt] = summary.attempts
+    assert (attempt.execution_status, attempt.delivery_status) == ("completed", "undelivered")
+
+    # The parent is restored: a new agent object and a new context, same supervisor.
+    seen: list[list[str]] = []
+
+    def answer(messages: Sequence[ModelMessage], params: ModelRequestParameters) -> str:
+        seen.append(
+            [
+                p.content
+                for m in messages
+                if isinstance(m, ModelRequest)
+                for p in m.parts
+                if isinstance(p, UserPromptPart)
+            ]
+        )
+        return "thanks"
+
+    restored = async_agent(FunctionModel(answer), supervisor, child)
+    context = AgentContext()
+    await restored.run("continue", context)
+    usage_after_first = context.usage.copy()
+    await restored.run("and again", context)
+
+    [injected] = [text for text in seen[0] if text.startswith(BACKGROUND_RESULT_PREFIX)]
+    assert attempt.attempt_id in injected
+    assert "late facts" in injected
+    assert not any(text.startswith(BACKGROUND_RESULT_PREFIX) for text in seen[1])
+    # The child's one request was applied to the restored parent once, not to the first.
+    assert usage_after_first.requests == 1 + 1
+    assert context.usage.requests == usage_after_first.requests + 1
+    assert first_context.usage.requests == 2
+    assert len(context.events.of_kind("subagent_completed")) == 1
+    assert first_context.events.of_kind("subagent_completed") == []
+    info = await supervisor.info()
+    assert info.retained == []
+
+
+# ----------------------------------------------------------------------- what a model cannot do
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"owner": "host-b"},
+        {"fencing_generation": 9},
+        {"metadata": {"trusted": True}},
+        {"parent_run_id": "run-x"},
+    ],
+)
+async def test_the_model_cannot_pass_host_metadata(
+    make_supervisor: Factory, extra: dict[str, Any]
+) -> None:
+    supervisor = make_supervisor()
+    agent = async_agent(TestModel.with_text("p"), supervisor, gated_child(Gate()))
+    ctx = tool_context(agent, AgentContext())
+
+    with pytest.raises(ToolArgumentError) as caught:
+        await call(agent, ctx, "delegate", {"subagent_name": "research", "prompt": "x", **extra})
+
+    assert caught.value.fields["path"] == f"$.{next(iter(extra))}"
+    assert (await supervisor.info()).active == []
+
+
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        ("steer_subagent", {"attempt_id": "a", "message": "m", "owner": "x"}),
+        ("cancel_subagent", {"attempt_id": "a", "fencing_generation": 2}),
+        ("wait_subagent", {"attempt_id": "a", "poll": True}),
+        ("subagent_info", {"verbose": True}),
+    ],
+)
+async def test_every_control_tool_rejects_unknown_fields(
+    make_supervisor: Factory, tool: str, args: dict[str, Any]
+) -> None:
+    agent = async_agent(TestModel.with_text("p"), make_supervisor(), gated_child(Gate()))
+
+    with pytest.raises(ToolArgumentError):
+        await call(agent, tool_context(agent, AgentContext()), tool, args)
+
+
+async def test_an_invented_agent_id_is_refused_and_the_model_sees_why(
+    make_supervisor: Factory,
+) -> None:
+    supervisor = make_supervisor()
+    parent_model = TestModel(
+        [
+            TestModel.tool_call(
+                "delegate",
+                {"subagent_name": "research", "prompt": "x", "agent_id": "research-bg-deadbeef"},
+            ),
+            "gave up",
+        ]
+    )
+    agent = async_agent(parent_model, supervisor, gated_child(Gate()))
+
+    result = await agent.run("plan")
+
+    [retry] = [
+        p
+        for m in result.messages
+        if isinstance(m, ModelRequest)
+        for p in m.parts
+        if isinstance(p, RetryPromptPart)
+    ]
+    assert "unknown agent_id" in retry.content
+    assert "research-bg-deadbeef" in retry.content
+    assert (await supervisor.info()).active == []
+
+
+async def test_an_unknown_subagent_and_unknown_attempts_are_tool_errors(
+    make_supervisor: Factory,
+) -> None:
+    agent = async_agent(TestModel.with_text("p"), make_supervisor(), gated_child(Gate()))
+    ctx = tool_context(agent, AgentContext())
+
+    with pytest.raises(ToolError, match="no subagent named 'ghost'"):
+        await call(agent, ctx, "delegate", {"subagent_name": "ghost", "prompt": "x"})
+    with pytest.raises(ToolError) as steer:
+        await call(agent, ctx, "steer_subagent", {"attempt_id": "subattempt_x", "message": "m"})
+    with pytest.raises(ToolError) as cancel:
+        await call(agent, ctx, "cancel_subagent", {"attempt_id": "subattempt_x"})
+
+    assert steer.value.fields["error_kind"] == "NotFound"
+    assert cancel.value.fields["error_kind"] == "NotFound"
+
+
+async def test_a_closed_supervisor_refuses_delegation_with_a_clear_tool_error(
+    make_supervisor: Factory,
+) -> None:
+    supervisor = make_supervisor()
+    agent = async_agent(TestModel.with_text("p"), supervisor, gated_child(Gate()))
+    await supervisor.shutdown_checked(5.0)
+
+    with pytest.raises(ToolError) as caught:
+        await call(
+            agent,
+            tool_context(agent, AgentContext()),
+            "delegate",
+            {"subagent_name": "research", "prompt": "x"},
+        )
+
+    assert caught.value.fields["error_kind"] == "Closing"
+    assert isinstance(caught.value.__cause__, BackgroundSubagentError.Closing)
+
+
+# ----------------------------------------------------------------------- topology
+
+
+async def test_tool_definitions_are_identical_across_turns(make_supervisor: Factory) -> None:
+    supervisor = make_supervisor()
+    gate = Gate()
+    seen: list[tuple[Any, ...]] = []
+    script = iter(
+        [
+            ModelResponse(
+                parts=(
+                    ToolCallPart(
+                        tool_name="delegate",
+                        args={"subagent_name": "research", "prompt": "x"},
+                        tool_call_id="d",
+                    ),
+                )
+            ),
+            ModelResponse(
+                parts=(ToolCallPart(tool_name="subagent_info", args={}, tool_call_id="i"),)
+            ),
+            "done",
+        ]
+    )
+
+    def answer(messages: Sequence[ModelMessage], params: ModelRequestParameters) -> Any:
+        seen.append(params.tools)
+        return next(script)
+
+    agent = async_agent(FunctionModel(answer), supervisor, gated_child(gate))
+    await agent.run("plan")
+    gate.open()
+    again = async_agent(TestModel.with_text("p"), supervisor, gated_child(gate))
+
+    assert len(seen) == 3
+    assert seen[0] == seen[1] == seen[2] == agent.tools().definitions()
+    assert again.tools().definitions() == agent.tools().definitions()
+
+
+async def test_subagent_info_adds_the_background_attempts(make_supervisor: Factory) -> None:
+    supervisor = make_supervisor()
+    gate = Gate()
+    agent = async_agent(TestModel.with_text("p"), supervisor, gated_child(gate))
+    ctx = tool_context(agent, AgentContext())
+    accepted = await call(agent, ctx, "delegate", {"subagent_name": "research", "prompt": "x"})
+
+    info = await call(agent, ctx, "subagent_info", {})
+    gate.open()
+
+    assert [s["name"] for s in info["subagents"]] == ["research"]
+    assert [a["attempt_id"] for a in info["background"]["active"]] == [accepted["attempt_id"]]
+    assert info["background"]["retained"] == []
+
+
+async def test_children_never_get_the_control_tools(make_supervisor: Factory) -> None:
+    supervisor = make_supervisor()
+    child_tools: list[set[str]] = []
+
+    def answer(messages: Sequence[ModelMessage], params: ModelRequestParameters) -> str:
+        child_tools.append({t.name for t in params.tools})
+        return "ok"
+
+    child = AgentBuilder(FunctionModel(answer)).build()
+    greedy = SubagentToolInheritancePolicy(
+        optional=sorted(CONTROL_TOOLS), inherit_all_when_empty=True
+    )
+    agent = async_agent(
+        TestModel.with_text("p"),
+        supervisor,
+        child,
+        mode=SubagentDelegationMode.BLOCKING_AND_ASYNC,
+        config=lambda c: c.with_tool_inheritance(greedy),
+    )
+    ctx = tool_context(agent, AgentContext())
+
+    accepted = await call(
+        agent, ctx, "spawn_delegate", {"subagent_name": "research", "prompt": "x"}
+    )
+    await call(agent, ctx, "wait_subagent", {"attempt_id": accepted["attempt_id"]})
+    await call(agent, ctx, "delegate", {"name": "research", "prompt": "blocking"})
+
+    assert len(child_tools) == 2
+    assert all(not (names & CONTROL_TOOLS) for names in child_tools)
+
+
+# ----------------------------------------------------------------------- streams
+
+
+async def test_child_records_keep_their_source_attribution_in_async_mode(
+    make_supervisor: Factory,
+) -> None:
+    supervisor = make_supervisor()
+    child = (
+        AgentBuilder(
+            TestModel([TestModel.tool_call("lookup", {"q": "x"})], text="found", name="child")
+        )
+        .tool(FunctionTool("lookup", None, {"type": "object"}, lambda ctx, args: "hit"))
+        .build()
+    )
+    agent = async_agent(TestModel.with_text("p"), supervisor, child)
+    parent = AgentContext()
+    ctx = tool_context(agent, parent, run_id="run-parent-1")
+
+    accepted = await call(agent, ctx, "delegate", {"subagent_name": "research", "prompt": "x"})
+    waited = await call(agent, ctx, "wait_subagent", {"attempt_id": accepted["attempt_id"]})
+    records = parent.events.of_kind("subagent_stream_record")
+
+    assert waited["status"] == "completed"
+    kinds = [r.payload["kind"] for r in records]
+    assert kinds == ["run_started", "tool_call", "tool_return", "run_completed"]
+    child_run_id = records[0].payload["payload"]["run_id"]
+    for index, record in enumerate(records):
+        assert record.payload["source"] == {
+            "kind": "subagent",
+            "agent_id": accepted["agent_id"],
+            "agent_name": "research",
+            "task_id": accepted["attempt_id"],
+            "run_id": child_run_id,
+            "parent_run_id": "run-parent-1",
+            "source_sequence": index,
+        }
+        assert record.metadata["attempt_id"] == accepted["attempt_id"]
+    started = parent.events.of_kind("subagent_started")
+    assert len(started) == 1
+    assert started[0].payload["metadata"]["attempt_id"] == accepted["attempt_id"]
+
+
+async def test_the_context_delta_carries_usage_events_and_the_history_suffix(
+    make_supervisor: Factory,
+) -> None:
+    delivered: list[Any] = []
+    arrived = asyncio.Event()
+
+    async def on_complete(result: Any) -> None:  # runs on the supervisor's (our) loop
+        delivered.append(result)
+        arrived.set()
+
+    supervisor = make_supervisor(on_complete=on_complete)
+    child = AgentBuilder(TestModel.with_text("child")).build()
+    agent = async_agent(TestModel.with_text("p"), supervisor, child)
+    ctx = tool_context(agent, AgentContext())
+
+    accepted = await call(agent, ctx, "delegate", {"subagent_name": "research", "prompt": "x"})
+    await arrived.wait()
+
+    [result] = delivered
+    delta = result.context_delta
+    assert isinstance(delta, SubagentContextDelta)
+    assert delta.attempt_id == accepted["attempt_id"]
+    assert delta.usage.requests == 1
+    assert [e.kind for e in delta.events] == ["subagent_completed"]
+    assert [type(m).__name__ for m in delta.messages] == ["ModelRequest", "ModelResponse"]
+    target = AgentContext()
+    delta.apply(target)
+    assert target.usage.requests == 1
