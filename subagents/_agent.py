@@ -281,7 +281,7 @@ class Agent:
                 )
             requests += 1
             if self._background is not None:
-                await self._background.deliver_pending(messages, context, run_id)
+                await self._background.deliver_pending(messages, context)
             if turn_start is not None:
                 await turn_start(messages, context)
             response = await self._request(messages, sink, run_id)

@@ -54,12 +54,12 @@ from typing import Any
 import msgspec
 
 from actors import (
-    BackgroundResult,
     BackgroundSubagentError,
     BackgroundSubagentSupervisor,
     ChildControl,
     ChildOutcome,
     ChildRequest,
+    WaitResult,
     clamp_wait,
 )
 
@@ -98,6 +98,7 @@ BACKGROUND_RESULT_PREFIX = "[background subagent result] "
 
 _LAUNCH_KEY = "subagents.launch"
 _MAX_KEPT_DELTAS = 1024
+_TURN_CLAIM_WAIT = 1.0
 
 TurnStart = Callable[[list[ModelMessage], AgentContext], Awaitable[None]]
 
@@ -136,14 +137,28 @@ class SubagentContextDelta:
 
 
 class _SharedState:
-    """Per-supervisor memory: child conversations (for continuations) and deltas not yet
-    applied. Shared by every agent built on the supervisor, so a restored parent (a
-    new agent and context on the same supervisor) finds them. Thread-safe."""
+    """Per-supervisor memory: child conversations (for continuations), deltas not yet
+    applied and the attempts the SDK's tools launched whose results the SDK has not
+    delivered yet. Shared by every agent built on the supervisor, so a restored
+    parent (a new agent and context on the same supervisor) finds them. Thread-safe."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.histories: dict[str, tuple[ModelMessage, ...]] = {}
         self.deltas: OrderedDict[str, SubagentContextDelta] = OrderedDict()
+        self.launched: set[str] = set()
+
+    def launch(self, attempt_id: str) -> None:
+        with self.lock:
+            self.launched.add(attempt_id)
+
+    def launched_ids(self) -> set[str]:
+        with self.lock:
+            return set(self.launched)
+
+    def forget(self, attempt_ids: set[str]) -> None:
+        with self.lock:
+            self.launched -= attempt_ids
 
     def history(self, agent_id: str) -> tuple[ModelMessage, ...]:
         with self.lock:
@@ -535,25 +550,72 @@ class _AsyncDelegation:
         return True
 
     async def deliver_pending(
-        self, messages: list[ModelMessage], context: AgentContext, run_id: RunId | None
-    ) -> list[BackgroundResult]:
-        """The parent's turn boundary: take every pending result nobody else claimed,
-        apply each delta to ``context`` once and append each result to the latest
-        request as a user message. Store trouble leaves results pending (logged)."""
+        self, messages: list[ModelMessage], context: AgentContext
+    ) -> list[WaitResult]:
+        """The parent's turn boundary: deliver the pending results of attempts the
+        SDK's background tools launched on this supervisor (and nobody else claimed),
+        apply each delta to ``context`` once, and append each result to the latest
+        request as a user message. Nothing to do (and no store call) when every
+        launched attempt was delivered already.
+
+        Attempts a host accepted directly through the supervisor are the host's
+        to deliver (RPC links each late result to its own continuation run), so
+        they are left alone. Store trouble leaves results pending (logged).
+        """
+        launched = self.state.launched_ids()
+        if not launched:
+            return []
         try:
-            results = await self.supervisor.take_pending(
-                None if run_id is None else run_id.as_str()
-            )
+            info = await self.supervisor.info()
         except BackgroundSubagentError as error:
             log.warning("pending background results stay pending: %s", error)
             return []
-        parts = []
-        for result in results:
-            self.apply(context, result.attempt_id, result.context_delta)
-            text = msgspec.json.encode(result.to_value()).decode()
-            parts.append(UserPromptPart(content=BACKGROUND_RESULT_PREFIX + text))
-        _append_parts(messages, parts)
-        return results
+        active = {a.attempt_id for a in info.active}
+        ready = [r.attempt_id for r in info.retained if r.attempt_id in launched]
+        # Neither running nor pending: delivered elsewhere (a callback) or lost.
+        self.state.forget(launched - active - set(ready))
+        delivered: list[WaitResult] = []
+        for attempt_id in ready:
+            try:
+                # Terminal already: this returns at once (the bound only covers the
+                # moment between the terminal commit and the supervisor seeing it).
+                waited = await self.supervisor.wait(attempt_id, _TURN_CLAIM_WAIT)
+            except BackgroundSubagentError as error:
+                log.warning("background result %s stays pending: %s", attempt_id, error)
+                continue
+            if _delivered_elsewhere(waited):
+                self.state.forget({attempt_id})
+            if not _delivered_by(waited):
+                continue
+            self.state.forget({attempt_id})
+            self.apply(context, attempt_id)
+            delivered.append(waited)
+        _append_parts(
+            messages,
+            [
+                UserPromptPart(
+                    content=BACKGROUND_RESULT_PREFIX
+                    + msgspec.json.encode(waited.to_value()).decode()
+                )
+                for waited in delivered
+            ],
+        )
+        return delivered
+
+
+def _delivered_by(waited: WaitResult) -> bool:
+    """Whether this wait itself delivered a terminal result."""
+    return (
+        waited.attempt_id is not None
+        and not waited.timed_out
+        and not waited.owned_elsewhere
+        and waited.status not in ("not_found", "summary")
+        and waited.delivery_status == "delivered"
+    )
+
+
+def _delivered_elsewhere(waited: WaitResult) -> bool:
+    return waited.owned_elsewhere and waited.delivery_status == "delivered"
 
 
 # -- the tools ----------------------------------------------------------------------------------
@@ -678,6 +740,7 @@ class AsyncDelegateTool(_BackgroundTool):
             )
         except BackgroundSubagentError as error:
             raise _tool_error(self.name, error) from error
+        self.delegation.state.launch(accepted.attempt_id)
         return ToolResult(accepted.to_value(), {"background": True})
 
 
@@ -808,14 +871,11 @@ class WaitSubagentTool(_BackgroundTool):
         except BackgroundSubagentError as error:
             raise _tool_error(self.name, error) from error
         metadata: dict[str, Any] = {}
-        delivered_here = (
-            waited.attempt_id is not None
-            and not waited.timed_out
-            and not waited.owned_elsewhere
-            and waited.status not in ("not_found", "summary")
-            and waited.delivery_status == "delivered"
-        )
-        if delivered_here and waited.attempt_id is not None:
+        if waited.attempt_id is not None and (
+            _delivered_by(waited) or _delivered_elsewhere(waited)
+        ):
+            self.delegation.state.forget({waited.attempt_id})
+        if _delivered_by(waited) and waited.attempt_id is not None:
             applied = self.delegation.apply(_parent_context(context), waited.attempt_id)
             metadata["context_mutated"] = applied
         return ToolResult(waited.to_value(), metadata)
