@@ -7,7 +7,7 @@ to stderr. A line longer than ``max_request_bytes`` is discarded up to its
 newline and answered with ``REQUEST_TOO_LARGE``; the host keeps serving.
 Frames are handled concurrently (responses may come out of order, matched by
 ``id``); ``events.subscribe`` pushes ``events.event`` notifications on the same
-stream. The host stops at end of input or after ``shutdown``.
+stream. The host stops at end of input, after ``shutdown`` or on SIGTERM/SIGINT.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -12,7 +13,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from subagents._host import Connection, Dispatcher
+from subagents._host import Connection, Dispatcher, HostService
+from subagents._host._methods import HostEvent
 
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT = 30.0
@@ -180,3 +182,33 @@ class StdioHost:
             if stream is not None:
                 stream.close()
         return code
+
+
+async def next_event(
+    service: HostService,
+    session_id: str,
+    kind: str,
+    run_id: str | None = None,
+    *,
+    after: int = 0,
+) -> HostEvent:
+    """The first stored or future event of ``kind`` after seq ``after`` (event-driven)."""
+    loop = asyncio.get_running_loop()
+    found: asyncio.Future[HostEvent] = loop.create_future()
+
+    def match(event: HostEvent) -> None:
+        if (
+            event.kind == kind
+            and event.seq > after
+            and (run_id is None or event.run_id == run_id)
+            and not found.done()
+        ):
+            found.set_result(event)
+
+    sub = service.add_listener(session_id, match)
+    try:
+        for event in service.events.replay(session_id, after, 10_000):
+            match(event)
+        return await asyncio.wait_for(found, TIMEOUT)
+    finally:
+        service.remove_listener(sub)

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import pytest
-from host_helpers import CONFIG, Client
+from host_helpers import CONFIG, Client, next_event
 
 from storage import AdmissionLease, ManualClock, MemorySessionStore, RunRecord, SessionRecord
 from subagents import FunctionModel, ModelMessage, ModelRequestParameters, default_model_providers
@@ -21,21 +21,7 @@ TIMEOUT = 10.0
 async def wait_event(
     service: HostService, session_id: str, kind: str, run_id: str | None = None
 ) -> HostEvent:
-    """Wait (event-driven) for a stored or future event of ``kind``."""
-    loop = asyncio.get_running_loop()
-    found: asyncio.Future[HostEvent] = loop.create_future()
-
-    def match(event: HostEvent) -> None:
-        if event.kind == kind and (run_id is None or event.run_id == run_id) and not found.done():
-            found.set_result(event)
-
-    sub = service.add_listener(session_id, match)
-    try:
-        for event in service.events.replay(session_id, 0, 10_000):
-            match(event)
-        return await asyncio.wait_for(found, TIMEOUT)
-    finally:
-        service.remove_listener(sub)
+    return await next_event(service, session_id, kind, run_id)
 
 
 class Gate:
@@ -250,7 +236,7 @@ async def test_background_result_becomes_exactly_one_continuation(
     accepted = await supervisor.delegate("research", "collect", parent_run_id=parent["run_id"])
     admitted = await wait_event(service, "s1", "run.admitted")  # the first one is the parent's
     while admitted.run_id == parent["run_id"]:
-        admitted = await _next_admitted(service, admitted.seq)
+        admitted = await next_event(service, "s1", "run.admitted", after=admitted.seq)
     assert admitted.data == {
         "trigger_type": "async_subagent_result",
         "attempt_id": accepted.attempt_id,
@@ -275,23 +261,6 @@ async def test_background_result_becomes_exactly_one_continuation(
     record = service.store.load_attempt(accepted.attempt_id)
     assert str(record.delivery_status) == "delivered"
     assert record.continuation_run_id == admitted.run_id
-
-
-async def _next_admitted(service: HostService, after: int) -> HostEvent:
-    loop = asyncio.get_running_loop()
-    found: asyncio.Future[HostEvent] = loop.create_future()
-
-    def match(event: HostEvent) -> None:
-        if event.kind == "run.admitted" and event.seq > after and not found.done():
-            found.set_result(event)
-
-    sub = service.add_listener("s1", match)
-    try:
-        for event in service.events.replay("s1", after, 10_000):
-            match(event)
-        return await asyncio.wait_for(found, TIMEOUT)
-    finally:
-        service.remove_listener(sub)
 
 
 async def test_restart_fails_runs_of_a_dead_host_and_leaves_live_ones() -> None:

@@ -16,8 +16,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from host_helpers import CONFIG
-from test_service import wait_event
+from host_helpers import CONFIG, next_event
 
 from storage import LmdbSessionStore, ManualClock
 from subagents import FunctionModel, ModelMessage, ModelRequestParameters, default_model_providers
@@ -82,7 +81,7 @@ async def test_foreign_live_attempt_left_alone_then_reconciled_once(tmp_path: Pa
         parent = await a.run_start(
             parse_params("run.start", {"session_id": "s1", "input": "plan"}), conn()
         )
-        await wait_event(a, "s1", "run.completed", parent.run_id)
+        await next_event(a, "s1", "run.completed", parent.run_id)
         accepted = await a.supervisor("s1").delegate(
             "research", "collect", parent_run_id=parent.run_id
         )
@@ -103,7 +102,7 @@ async def test_foreign_live_attempt_left_alone_then_reconciled_once(tmp_path: Pa
         assert record.failure_category == "host_process_lost"
         continuation = record.continuation_run_id
         assert continuation is not None
-        await wait_event(b, "s1", "run.completed", continuation)
+        await next_event(b, "s1", "run.completed", continuation)
 
         release.set()  # the old owner's child finishes now: its commit must fail closed
         await a.close()

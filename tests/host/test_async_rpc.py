@@ -1,0 +1,122 @@
+"""RPC with the SDK's async-only delegation: a parent delegates in the background, its
+run ends, and the late result comes back as exactly one continuation run."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Sequence
+
+import pytest
+from host_helpers import Client, next_event
+
+from storage import MemorySessionStore
+from subagents import (
+    FunctionModel,
+    ModelMessage,
+    ModelRequest,
+    ModelRequestParameters,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+    default_model_providers,
+)
+from subagents._host import HostService, parse_host_config
+from subagents._host._eventlog import MemoryEventLog
+
+pytestmark = pytest.mark.timeout(60)
+TIMEOUT = 20.0
+
+CONFIG = """
+[profiles.default]
+model_id = "planner:x"
+subagents = ["research"]
+
+[profiles.research]
+model_id = "slow:x"
+
+[subagents.research]
+profile = "research"
+description = "Collect facts"
+"""
+
+
+def latest_prompt(messages: Sequence[ModelMessage]) -> str:
+    for message in reversed(messages):
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                if isinstance(part, UserPromptPart):
+                    return part.content
+    return ""
+
+
+def planner(messages: Sequence[ModelMessage], params: ModelRequestParameters) -> ModelResponse:
+    prompt = latest_prompt(messages)
+    if prompt.startswith("Background subagent result"):
+        return ModelResponse(parts=(TextPart(content="continued: " + prompt.splitlines()[-1]),))
+    last = messages[-1]
+    if isinstance(last, ModelRequest) and any(isinstance(p, ToolReturnPart) for p in last.parts):
+        return ModelResponse(parts=(TextPart(content="delegated; carrying on"),))
+    call = ToolCallPart(
+        tool_name="delegate",
+        args={"subagent_name": "research", "prompt": "collect facts"},
+        tool_call_id="call-1",
+    )
+    return ModelResponse(parts=(call,))
+
+
+@pytest.fixture
+async def host() -> AsyncIterator[tuple[HostService, Client, threading.Event]]:
+    release = threading.Event()
+
+    async def slow(messages: Sequence[ModelMessage], params: ModelRequestParameters) -> str:
+        await asyncio.to_thread(release.wait, TIMEOUT)
+        return "three facts"
+
+    providers = default_model_providers().copy()
+    providers.register("planner", lambda name, settings: FunctionModel(planner))
+    providers.register("slow", lambda name, settings: FunctionModel(slow))
+    store = MemorySessionStore()
+    svc = HostService(
+        parse_host_config(CONFIG, providers=providers),
+        store=store,
+        events=MemoryEventLog(),
+        providers=providers,
+        tick_seconds=0.05,
+        closers=[store.close],
+    )
+    await svc.start()
+    try:
+        yield svc, Client(svc.dispatcher()), release
+    finally:
+        release.set()
+        await svc.close()
+
+
+async def test_async_delegation_over_rpc_ends_in_one_continuation(
+    host: tuple[HostService, Client, threading.Event],
+) -> None:
+    service, client, release = host
+    agent = service.build_agent("default", "s0")
+    names = set(agent.tools().names())
+    assert {"delegate", "steer_subagent", "cancel_subagent", "wait_subagent"} <= names
+    assert "spawn_delegate" not in names
+    assert service.delegation == "async"
+    await client.result("session.create", {"session_id": "s1"})
+    parent = await client.result("run.start", {"session_id": "s1", "input": "plan"})
+    await next_event(service, "s1", "run.completed", parent["run_id"])
+    status = await client.result("run.status", {"session_id": "s1", "run_id": parent["run_id"]})
+    assert status["output_preview"] == "delegated; carrying on"
+    release.set()  # the child finishes only after its parent run ended
+    admitted = await next_event(service, "s1", "run.admitted")
+    while admitted.run_id == parent["run_id"]:
+        admitted = await next_event(service, "s1", "run.admitted", after=admitted.seq)
+    assert admitted.data["trigger_type"] == "async_subagent_result"
+    done = await next_event(service, "s1", "run.completed", admitted.run_id)
+    assert done.data["output"] == "continued: three facts"
+    for _ in range(3):
+        await service.maintain()
+    runs = (await client.result("run.list", {"session_id": "s1"}))["runs"]
+    assert [r["trigger_type"] for r in runs] == ["rpc", "async_subagent_result"]
