@@ -72,7 +72,8 @@ DECISIONS: tuple[str, ...] = (
     "reconcile() terminalizes expired attempts of a deletion-fenced session too; its "
     "synthesized failure must replay exactly (TerminalCommit of the stored record is Ok).",
     "acquire_continuation in the window where an artifact's expires_at passed but "
-    "expire_retention has not run may be Ok or Conflict.",
+    "expire_retention has not run may be Ok or Conflict (the kernel stores accept the full "
+    "content there although load_artifact already answers NotFound).",
     "After delivery the stored `delivery_claim` is not compared (a store may keep or clear it).",
     "acquire_continuation's `claim_deadline` bounds the claim it takes; when the attempt is "
     "already claimed under `request.claim_id` a past deadline is not refused.",
