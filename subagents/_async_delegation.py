@@ -75,6 +75,7 @@ from ._events import (
     SubagentLifecycleKind,
     compact_preview,
 )
+from ._hooks import SubagentExecutionMetadata, SubagentExecutionOutcome
 from ._ids import RunId, TaskId
 from ._models import ModelMessage, ModelRequest, UserPromptPart
 from ._registry import SubagentParentTools, SubagentRegistry, _convert, _materialize_child
@@ -253,9 +254,12 @@ class BackgroundSubagentRunner:
     ``runner(request, control) -> ChildOutcome``: see the module docstring.
     The child's conversation is kept per ``agent_id`` (shared by every runner
     on the same ``supervisor``), so a continuation (``request.continued``)
-    resumes it. A subagent the registry does not know, or whose required
-    tools the parent cannot supply, ends the attempt ``failed``; an exception
-    in the child run ends it ``failed`` with the error text.
+    resumes it. The subagent's execution hooks run around the child as in
+    blocking delegation (``task_id`` is the attempt id); a raising hook ends
+    the attempt ``failed``, naming the hook. A subagent the registry does not
+    know, or whose required tools the parent cannot supply, ends the attempt
+    ``failed``; an exception in the child run ends it ``failed`` with the
+    error text.
     """
 
     def __init__(
@@ -349,11 +353,6 @@ class BackgroundSubagentRunner:
             _append_parts(messages, [UserPromptPart(content=STEERING_PREFIX + m) for m in pending])
 
         history = self._state.history(request.agent_id) if request.continued else ()
-        sink = AgentStreamSink(forward, live=False)
-        run = asyncio.ensure_future(
-            agent._run_core(request.prompt, child, sink, history or None, run_id, turn_start=steer)
-        )
-        stop = asyncio.ensure_future(control.wait_cancelled())
 
         def delta(status: str, extra: dict[str, Any], messages: tuple[ModelMessage, ...]) -> Any:
             kind = (
@@ -389,10 +388,57 @@ class BackgroundSubagentRunner:
             self._state.keep_delta(made)
             return made
 
+        def failed(text: str, extra: dict[str, Any], status: str = "failed") -> ChildOutcome:
+            made = delta(status, {"error": text, **extra}, ())
+            return ChildOutcome.failed(
+                text,
+                usage=child.usage.to_value(),
+                context_delta=made,
+                child_run_id=run_id.as_str(),
+            )
+
+        hooks = config.execution_hooks
+        metadata = SubagentExecutionMetadata(
+            name=name,
+            task_id=task_id,
+            prompt=request.prompt,
+            task_metadata={k: v for k, v in base.items() if k != "prompt_preview"},
+            child_agent_id=request.agent_id,
+            child_run_id=run_id,
+            parent_agent_id=launch.parent.agent_id if launch and launch.parent else "main",
+            parent_run_id=child.parent_run_id,
+        )
+
+        async def after(outcome: SubagentExecutionOutcome) -> str | None:
+            """Run every after-hook; the first failure as text (the others still run)."""
+            first: str | None = None
+            for hook in hooks:
+                try:
+                    await hook.after_subagent_run(metadata, child, outcome)
+                except Exception as error:
+                    first = first or f"{type(hook).__name__}: {error}"
+            return first
+
+        for hook in hooks:
+            try:
+                await hook.before_subagent_run(metadata, child)
+            except Exception as error:
+                return failed(
+                    f"before_subagent_run hook {type(hook).__name__} failed for subagent "
+                    f"{name!r}: {error}",
+                    {"hook": "before_subagent_run"},
+                )
+
+        sink = AgentStreamSink(forward, live=False)
+        run = asyncio.ensure_future(
+            agent._run_core(request.prompt, child, sink, history or None, run_id, turn_start=steer)
+        )
+        stop = asyncio.ensure_future(control.wait_cancelled())
         try:
             await asyncio.wait({run, stop}, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
             # The supervisor aborted this task (cancellation grace ran out, or shutdown).
+            # Hooks are not awaited: a cancelled task must not start new waits.
             run.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await run
@@ -400,36 +446,45 @@ class BackgroundSubagentRunner:
             raise
         finally:
             stop.cancel()
-        usage = child.usage.to_value()
         if not run.done():
             run.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await run
             reason = control.cancellation_reason or "cancelled"
-            made = delta("cancelled", {"error": "cancelled", "reason": reason}, ())
-            return ChildOutcome.failed(
-                f"cancelled: {reason}",
-                usage=child.usage.to_value(),
-                context_delta=made,
-                child_run_id=run_id.as_str(),
-            )
+            text = f"cancelled: {reason}"
+            hook_error = await after(SubagentExecutionOutcome.Failed(error=text, run_id=run_id))
+            extra: dict[str, Any] = {"reason": reason}
+            if hook_error is not None:
+                extra["hook_error"] = hook_error
+            return failed(text, extra, status="cancelled")
         failure = None if run.cancelled() else run.exception()
         if run.cancelled() or failure is not None:
             text = "cancelled" if failure is None else (str(failure) or type(failure).__name__)
             kind = type(failure).__name__ if failure is not None else "CancelledError"
-            made = delta("failed", {"error": text, "error_type": kind}, ())
-            return ChildOutcome.failed(
-                f"subagent {name!r} failed: {text}",
-                usage=usage,
-                context_delta=made,
-                child_run_id=run_id.as_str(),
-            )
+            hook_error = await after(SubagentExecutionOutcome.Failed(error=text, run_id=run_id))
+            extra = {"error_type": kind}
+            if hook_error is not None:
+                extra["hook_error"] = hook_error
+            return failed(f"subagent {name!r} failed: {text}", extra)
         result = run.result()
+        hook_error = await after(
+            SubagentExecutionOutcome.Completed(
+                output=result.output, usage=result.usage.copy(), run_id=result.run_id
+            )
+        )
+        if hook_error is not None:
+            return failed(
+                f"after_subagent_run hook {hook_error} failed for subagent {name!r}",
+                {"hook": "after_subagent_run"},
+            )
         suffix = tuple(result.messages[len(history) :])
         self._state.remember(request.agent_id, tuple(result.messages))
         made = delta("completed", {"result_preview": compact_preview(result.output)}, suffix)
         return ChildOutcome.completed(
-            result.output, usage=usage, context_delta=made, child_run_id=run_id.as_str()
+            result.output,
+            usage=child.usage.to_value(),
+            context_delta=made,
+            child_run_id=run_id.as_str(),
         )
 
 

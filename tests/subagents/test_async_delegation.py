@@ -39,6 +39,9 @@ from subagents import (
     SubagentConfig,
     SubagentContextDelta,
     SubagentDelegationMode,
+    SubagentExecutionHook,
+    SubagentExecutionMetadata,
+    SubagentExecutionOutcome,
     SubagentParentTools,
     SubagentToolInheritancePolicy,
     SupervisorLimits,
@@ -706,3 +709,65 @@ async def test_the_context_delta_carries_usage_events_and_the_history_suffix(
     target = AgentContext()
     delta.apply(target)
     assert target.usage.requests == 1
+
+
+class Recorder(SubagentExecutionHook):
+    def __init__(self, fail_before: bool = False) -> None:
+        self.fail_before = fail_before
+        self.calls: list[tuple[str, str, str]] = []
+
+    async def before_subagent_run(
+        self, metadata: SubagentExecutionMetadata, child_context: AgentContext
+    ) -> None:
+        self.calls.append(("before", metadata.task_id.as_str(), metadata.child_agent_id))
+        if self.fail_before:
+            raise RuntimeError("policy says no")
+
+    async def after_subagent_run(
+        self,
+        metadata: SubagentExecutionMetadata,
+        child_context: AgentContext,
+        outcome: SubagentExecutionOutcome,
+    ) -> None:
+        self.calls.append(("after", type(outcome).__name__, metadata.child_run_id.as_str()))
+
+
+async def test_execution_hooks_run_around_a_background_child(make_supervisor: Factory) -> None:
+    hook = Recorder()
+    agent = async_agent(
+        TestModel.with_text("p"),
+        make_supervisor(),
+        AgentBuilder(TestModel.with_text("child")).build(),
+        config=lambda c: c.with_execution_hook(hook),
+    )
+    ctx = tool_context(agent, AgentContext())
+
+    accepted = await call(agent, ctx, "delegate", {"subagent_name": "research", "prompt": "x"})
+    waited = await call(agent, ctx, "wait_subagent", {"attempt_id": accepted["attempt_id"]})
+
+    assert waited["status"] == "completed"
+    assert hook.calls[0] == ("before", accepted["attempt_id"], accepted["agent_id"])
+    assert hook.calls[1][:2] == ("after", "Completed")
+
+
+async def test_a_failing_before_hook_ends_the_attempt_failed_without_running_the_child(
+    make_supervisor: Factory,
+) -> None:
+    gate = Gate()
+    agent = async_agent(
+        TestModel.with_text("p"),
+        make_supervisor(),
+        gated_child(gate),
+        config=lambda c: c.with_execution_hook(Recorder(fail_before=True)),
+    )
+    parent = AgentContext()
+    ctx = tool_context(agent, parent)
+
+    accepted = await call(agent, ctx, "delegate", {"subagent_name": "research", "prompt": "x"})
+    waited = await call(agent, ctx, "wait_subagent", {"attempt_id": accepted["attempt_id"]})
+
+    assert waited["status"] == "failed"
+    assert "policy says no" in waited["error"]
+    assert not gate.entered.is_set()
+    [failed] = parent.events.of_kind("subagent_failed")
+    assert failed.payload["metadata"]["hook"] == "before_subagent_run"
