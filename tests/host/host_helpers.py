@@ -17,6 +17,21 @@ from subagents._host import Connection, Dispatcher, HostService
 from subagents._host._methods import HostEvent
 
 REPO = Path(__file__).resolve().parents[2]
+SCRIPTED = Path(__file__).with_name("scripted_host.py")
+"""The real CLI plus scripted offline providers (``planner:x``, ``gated:x``)."""
+
+ASYNC_CONFIG = """
+[profiles.default]
+model_id = "planner:x"
+subagents = ["research"]
+
+[profiles.research]
+model_id = "gated:x"
+
+[subagents.research]
+profile = "research"
+description = "Collect facts"
+"""
 TIMEOUT = 30.0
 
 CONFIG = """
@@ -88,13 +103,16 @@ def run_cli(
 class StdioHost:
     """``subagents serve --stdio`` as a real subprocess; replies matched by id."""
 
-    def __init__(self, *args: str) -> None:
+    def __init__(
+        self, *args: str, scripted: bool = False, env: dict[str, str] | None = None
+    ) -> None:
+        launcher = [str(SCRIPTED)] if scripted else ["-m", "subagents._cli"]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "subagents._cli", "serve", "--stdio", *args],
+            [sys.executable, *launcher, "serve", "--stdio", *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env=cli_env(),
+            env={**cli_env(), **(env or {})},
             cwd=REPO,
         )
         self.lines: queue.Queue[bytes | None] = queue.Queue()

@@ -13,30 +13,38 @@ from typing import Any
 
 import httpx
 import pytest
-from host_helpers import CONFIG, REPO, TIMEOUT, cli_env
+from host_helpers import ASYNC_CONFIG, CONFIG, REPO, SCRIPTED, TIMEOUT, cli_env
 
 pytestmark = pytest.mark.timeout(120)
 
 
 class HttpHost:
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, config_text: str | None = None) -> None:
         config = tmp_path / "host.toml"
-        config.write_text(CONFIG.replace("[host]\n", "[host]\nmax_request_bytes = 4096\n"))
+        scripted = config_text is not None
+        config.write_text(
+            config_text
+            if config_text is not None
+            else CONFIG.replace("[host]\n", "[host]\nmax_request_bytes = 4096\n")
+        )
+        launcher = [str(SCRIPTED)] if scripted else ["-m", "subagents._cli"]
+        self.release = tmp_path / "release"
         self.proc = subprocess.Popen(
             [
                 sys.executable,
-                "-m",
-                "subagents._cli",
+                *launcher,
                 "serve",
                 "--http",
                 "--config",
                 str(config),
                 "--data-dir",
                 str(tmp_path / "data"),
+                "--tick",
+                "0.05",
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env=cli_env(),
+            env={**cli_env(), "SUBAGENTS_TEST_RELEASE": str(self.release)},
             cwd=REPO,
         )
         lines: Queue[bytes] = Queue()
@@ -212,3 +220,42 @@ def test_http_sigterm_closes_the_host_cleanly(tmp_path: Path) -> None:
         again.call("shutdown")
     finally:
         assert again.close() == 0
+
+
+def test_http_background_delegation_becomes_one_continuation(tmp_path: Path) -> None:
+    server = HttpHost(tmp_path, ASYNC_CONFIG)
+    try:
+        server.result("session.create", {"session_id": "s1"})
+        with (
+            httpx.Client(base_url=server.url, timeout=TIMEOUT) as sse,
+            sse.stream(
+                "GET",
+                "/events",
+                params={"session_id": "s1"},
+                headers={"authorization": f"Bearer {server.token}"},
+            ) as stream,
+        ):
+            parent = server.result("run.start", {"session_id": "s1", "input": "plan"})
+            continuation = None
+            for event in sse_events(stream):
+                data = json.loads(event["data"])
+                if event["event"] == "run.completed" and data["run_id"] == parent["run_id"]:
+                    assert data["data"]["output"] == "delegated; carrying on"
+                    server.release.touch()  # the child ends after its parent run
+                if (
+                    event["event"] == "run.admitted"
+                    and data["data"]["trigger_type"] == "async_subagent_result"
+                ):
+                    continuation = data["run_id"]
+                if event["event"] == "run.completed" and data["run_id"] == continuation:
+                    assert data["data"]["output"] == "continued: three facts from the child"
+                    break
+        run = server.result("run.status", {"session_id": "s1", "run_id": continuation})
+        assert run["trigger_type"] == "async_subagent_result"
+        assert "three facts from the child" in run["input"]
+        replay = server.result("events.replay", {"session_id": "s1"})
+        assert [e["kind"] for e in replay["events"]].count("run.completed") == 2
+        server.call("shutdown")
+    finally:
+        code = server.close()
+    assert code == 0

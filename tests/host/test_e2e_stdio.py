@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from host_helpers import CONFIG, StdioHost, run_cli
+from host_helpers import ASYNC_CONFIG, CONFIG, StdioHost, run_cli
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -147,3 +147,63 @@ def test_sigterm_closes_the_host_cleanly(tmp_path: Path, config_file: Path) -> N
         assert again.result("session.get", {"session_id": "s1"})["status"] == "active"
     finally:
         assert again.close() == 0
+
+
+def test_stdio_background_delegation_becomes_one_continuation(tmp_path: Path) -> None:
+    config = tmp_path / "async.toml"
+    config.write_text(ASYNC_CONFIG)
+    release = tmp_path / "release"
+    host = StdioHost(
+        "--config",
+        str(config),
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--tick",
+        "0.05",
+        scripted=True,
+        env={"SUBAGENTS_TEST_RELEASE": str(release)},
+    )
+
+    def event(kind: str, **match: object) -> dict[str, object]:
+        frame = host.wait_notification(
+            lambda f: (
+                f["params"]["event"]["kind"] == kind
+                and all(f["params"]["event"].get(k) == v for k, v in match.items())
+            )
+        )
+        return dict(frame["params"]["event"])
+
+    try:
+        assert host.result("diagnostics.get")["warnings"] == []
+        host.result("session.create", {"session_id": "s1"})
+        host.result("events.subscribe", {"session_id": "s1"})
+        parent = host.result("run.start", {"session_id": "s1", "input": "plan the release"})
+        done = event("run.completed", run_id=parent["run_id"])
+        assert done["data"] == {"output": "delegated; carrying on"}
+        assert host.result("diagnostics.get")["delegation"] == "async"
+        release.touch()  # the child ends only now, after its parent run
+        admitted = event("run.admitted")
+        while admitted["run_id"] == parent["run_id"]:
+            admitted = event("run.admitted")
+        assert admitted["data"]["trigger_type"] == "async_subagent_result"  # type: ignore[index]
+        finished = event("run.completed", run_id=admitted["run_id"])
+        assert finished["data"] == {"output": "continued: three facts from the child"}
+        run = host.result("run.status", {"session_id": "s1", "run_id": admitted["run_id"]})
+        assert run["trigger_type"] == "async_subagent_result"
+        assert run["parent_run_id"]
+        assert "three facts from the child" in run["input"]  # the full result is the input
+        replay = host.result("events.replay", {"session_id": "s1"})
+        assert [e["kind"] for e in replay["events"]] == [
+            "session.created",
+            "run.admitted",
+            "run.started",
+            "run.completed",
+            "run.admitted",
+            "run.started",
+            "run.completed",
+        ]
+        runs = host.result("run.list", {"session_id": "s1"})["runs"]
+        assert [r["trigger_type"] for r in runs] == ["rpc", "async_subagent_result"]
+    finally:
+        code = host.close()
+    assert code == 0, b"".join(host.stderr).decode()[-3000:]
