@@ -44,6 +44,8 @@ class StoreHandle:
     open_again: Callable[[], SessionStore] | None = None
     cleanup: Callable[[], None] | None = None
     reopen_between_steps: bool = False
+    path: str | None = None
+    """Where a durable store keeps its files (removed by ``cleanup``), if anywhere."""
     reopens: int = field(default=0)
     _closed: bool = field(default=False, repr=False)
 
@@ -118,6 +120,7 @@ def _lmdb_handle(clock: ManualClock, *, reopen_between_steps: bool, sync: bool) 
         open_again=open_store,
         cleanup=lambda: shutil.rmtree(path, ignore_errors=True),
         reopen_between_steps=reopen_between_steps,
+        path=path,
     )
 
 
