@@ -608,6 +608,10 @@ class AttemptActor(pykka.ThreadingActor):
     def _persist_execution(self, target: ExecutionStatus) -> None:
         current = str(self.record.execution_status)
         if current == target or not EXECUTION.allows(current, target):
+            if current == target == ExecutionStatus.STARTING:
+                # Our own ``starting`` applied though its response was lost (the record
+                # was adopted from the store): the child still has to be launched.
+                self._launch_child()
             return  # a repeated or outdated progress report: nothing to persist
         record = msgspec.structs.replace(
             self.record,

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -26,6 +27,7 @@ from storage import (
     IdSource,
     NotFound,
     Retryable,
+    RetryableStorage,
     SessionStore,
     StoreError,
     continuation_outcome,
@@ -36,6 +38,10 @@ from ._errors import BackgroundSubagentError
 from ._results import BackgroundResult
 
 log = logging.getLogger("actors")
+T = TypeVar("T")
+
+DELIVERY_RETRIES = 8
+"""Tries of one claim, acknowledgement or release before its failure surfaces."""
 
 
 class DeltaBox:
@@ -83,6 +89,21 @@ class Deliverer:
         self.namespace_id = namespace_id
         self.session_id = session_id
 
+    def _retrying(self, call: Callable[[], T]) -> T:
+        """``call()``, retried on a transient store failure (``RetryableStorage``).
+
+        Only exact replays are retried (the same claim, the same claim id), which
+        the store answers with Ok when the first try applied and its response was
+        lost. Up to :data:`DELIVERY_RETRIES` tries, at most the retry interval apart.
+        """
+        pause = min(self.limits.retry_interval_for(self.limits.lease_ttl), 0.05)
+        for _ in range(DELIVERY_RETRIES - 1):
+            try:
+                return call()
+            except RetryableStorage:
+                time.sleep(pause)
+        return call()
+
     def claim(
         self, attempt_id: str, consumer: str, continuation_run_id: str | None = None
     ) -> tuple[str, AttemptRecord]:
@@ -92,7 +113,7 @@ class Deliverer:
             continuation_run_id=continuation_run_id,
         )
         try:
-            record = self.store.claim_delivery(attempt_id, claim)
+            record = self._retrying(lambda: self.store.claim_delivery(attempt_id, claim))
         except DeliveryClaimed as exc:
             raise BackgroundSubagentError.DeliveryClaimed(
                 "another consumer holds a live claim on this result", attempt_id=attempt_id
@@ -148,7 +169,7 @@ class Deliverer:
 
     def acknowledge(self, attempt_id: str, claim_id: str) -> AttemptRecord:
         try:
-            record = self.store.acknowledge_delivery(attempt_id, claim_id)
+            record = self._retrying(lambda: self.store.acknowledge_delivery(attempt_id, claim_id))
         except StoreError as exc:
             raise BackgroundSubagentError.Durability(
                 "the store did not confirm the delivery", attempt_id=attempt_id
@@ -158,7 +179,9 @@ class Deliverer:
 
     def release(self, attempt_id: str, claim_id: str) -> None:
         try:
-            self.store.release_delivery(attempt_id, claim_id, Retryable())
+            self._retrying(
+                lambda: self.store.release_delivery(attempt_id, claim_id, Retryable())
+            )
         except StoreError:
             # The claim then simply expires at its deadline.
             log.warning("attempt %s: could not release claim %s", attempt_id, claim_id)

@@ -390,6 +390,11 @@ class SupervisorActor(pykka.ThreadingActor):
         if entry.state == "active" and entry.ref is not None:
             entry.ref.tell(Cancel(reason=reason, cancellation_id=cancellation_id, reply=reply))
             return
+        if entry.state == "lost":
+            # Not ours any more: answer what the store says now (reconciliation or the
+            # new owner may have ended it since).
+            with contextlib.suppress(StoreError):
+                entry.record = self.rt.store.load_attempt(attempt_id)
         if cancellation_id is not None:
             known = entry.cancellations.get(cancellation_id, reason)
             if cancellation_id in entry.cancellations and known != reason:

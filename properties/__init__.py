@@ -20,6 +20,8 @@ from ._factories import StoreFactory as StoreFactory
 from ._factories import StoreHandle as StoreHandle
 from ._factories import lmdb_factory as lmdb_factory
 from ._factories import resolve_factory as resolve_factory
+from ._faults import Fault as Fault
+from ._faults import FaultyStore as FaultyStore
 from ._fencing import FencingMachine as FencingMachine
 from ._fencing import fencing_machine as fencing_machine
 from ._harness import ContractMachine as ContractMachine
@@ -56,6 +58,8 @@ __all__ = [
     "ContractViolation",
     "DECISIONS",
     "DeliveryMachine",
+    "Fault",
+    "FaultyStore",
     "FencingMachine",
     "IgnoresAggregateQuota",
     "LMDB",

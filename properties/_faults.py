@@ -1,0 +1,146 @@
+"""A fault-injecting store wrapper, shared by the supervisor machine and the actor tests.
+
+:class:`FaultyStore` delegates every :class:`~storage.SessionStore` operation to
+an inner store and injects planned faults: a transient failure before the call
+(nothing written), a lost response (the call applied, then an error), or a
+call held until released.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+from storage import RetryableStorage, SessionStore
+
+
+class Fault:
+    """One planned fault: ``times`` failures of one store operation.
+
+    ``mode`` is ``"raise"`` (raise before calling the store: nothing written),
+    ``"lost"`` (call the store, then raise: the write applied, the response is
+    lost) or ``"block"`` (wait for ``release`` before calling).
+    """
+
+    def __init__(
+        self,
+        times: int,
+        error: Callable[[], BaseException] = lambda: RetryableStorage("injected"),
+        mode: str = "raise",
+    ) -> None:
+        if mode not in ("raise", "lost", "block"):
+            raise ValueError(f"unknown fault mode {mode!r}")
+        self.times = times
+        self.error = error
+        self.mode = mode
+        self.release = threading.Event()
+        self.entered = threading.Event()
+
+
+class FaultyStore(SessionStore):
+    """Delegates every contract operation to ``inner`` and injects planned faults.
+
+    ``calls[op]`` counts calls, ``failures[op]`` injected failures;
+    :meth:`when_failed` gives an event that fires once ``op`` failed ``count`` times.
+    Thread-safe.
+    """
+
+    def __init__(self, inner: SessionStore) -> None:
+        self.inner = inner
+        self.clock = inner.clock
+        self.lock = threading.Lock()
+        self.faults: dict[str, list[Fault]] = defaultdict(list)
+        self.calls: dict[str, int] = defaultdict(int)
+        self.failures: dict[str, int] = defaultdict(int)
+        self.failure_events: dict[str, list[tuple[int, threading.Event]]] = defaultdict(list)
+        self.sticky: dict[str, Callable[[], BaseException] | None] = {}
+
+    def plan(self, op: str, fault: Fault) -> Fault:
+        """Queue ``fault`` for the next calls of ``op`` (after the faults already planned)."""
+        if op not in SessionStore.__abstractmethods__:
+            raise ValueError(f"{op!r} is not a SessionStore operation")
+        with self.lock:
+            self.faults[op].append(fault)
+        return fault
+
+    def planned(self) -> int:
+        """How many injected failures are still planned (over every operation)."""
+        with self.lock:
+            return sum(f.times for queue in self.faults.values() for f in queue)
+
+    def clear(self) -> None:
+        """Drop every planned and sticky fault (blocked calls are released)."""
+        with self.lock:
+            queues, self.faults = self.faults, defaultdict(list)
+            self.sticky.clear()
+        for queue in queues.values():
+            for fault in queue:
+                fault.release.set()
+
+    def fail_always(self, op: str, error: Callable[[], BaseException] | None) -> None:
+        """Fail every call of ``op`` with ``error()`` until called again with ``None``."""
+        with self.lock:
+            self.sticky[op] = error
+
+    def when_failed(self, op: str, count: int) -> threading.Event:
+        event = threading.Event()
+        with self.lock:
+            if self.failures[op] >= count:
+                event.set()
+            else:
+                self.failure_events[op].append((count, event))
+        return event
+
+    def _failed(self, op: str) -> None:
+        with self.lock:
+            self.failures[op] += 1
+            n = self.failures[op]
+            for count, event in self.failure_events[op]:
+                if n >= count:
+                    event.set()
+
+    def _invoke(self, op: str, *args: Any, **kwargs: Any) -> Any:
+        with self.lock:
+            self.calls[op] += 1
+            sticky = self.sticky.get(op)
+            fault = None
+            queue = self.faults[op]
+            if sticky is None and queue:
+                fault = queue[0]
+                fault.times -= 1
+                if fault.times <= 0:
+                    queue.pop(0)
+        if sticky is not None:
+            self._failed(op)
+            raise sticky()
+        if fault is None:
+            return getattr(self.inner, op)(*args, **kwargs)
+        if fault.mode == "block":
+            fault.entered.set()
+            fault.release.wait(10)
+            return getattr(self.inner, op)(*args, **kwargs)
+        if fault.mode == "lost":
+            getattr(self.inner, op)(*args, **kwargs)
+        self._failed(op)
+        raise fault.error()
+
+    def drain(self) -> None:
+        self.inner.drain()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def _delegating(op: str) -> Callable[..., Any]:
+    def method(self: FaultyStore, *args: Any, **kwargs: Any) -> Any:
+        return self._invoke(op, *args, **kwargs)
+
+    method.__name__ = op
+    return method
+
+
+for _op in sorted(SessionStore.__abstractmethods__):
+    setattr(FaultyStore, _op, _delegating(_op))
+FaultyStore.__abstractmethods__ = frozenset()
