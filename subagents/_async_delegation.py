@@ -533,7 +533,8 @@ _HINTS: dict[str, str] = {
         "before continuing the agent."
     ),
     "NotFound": (
-        "Use only the ids delegate returned in this session; omit agent_id to start a new agent."
+        "Continue only an agent_id that delegate returned for this subagent; omit agent_id "
+        "to start a new agent."
     ),
     "Terminal": "The attempt already ended; use wait_subagent to read its result.",
     "PromptTooLarge": "Shorten the prompt.",
@@ -575,6 +576,8 @@ def _tool_error(tool: str, error: BackgroundSubagentError) -> ToolError:
     detail = ", ".join(f"{k}={v!r}" for k, v in shown.items())
     text = f"{tool} refused: {error.message}" + (f" ({detail})" if detail else "") + "."
     hint = _HINTS.get(kind)
+    if kind == "NotFound" and "attempt_id" in error.fields:
+        hint = "Use an attempt_id that delegate returned (subagent_info lists them)."
     return ToolError(f"{text} {hint}" if hint else text, tool=tool, error_kind=kind, **shown)
 
 
