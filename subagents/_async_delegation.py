@@ -625,6 +625,9 @@ class _AsyncDelegation:
             return []
         try:
             info = await self.supervisor.info()
+        except BackgroundSubagentError.Closing:
+            # Shut down: the results stay in the store (take_pending still reads them).
+            return []
         except BackgroundSubagentError as error:
             log.warning("pending background results stay pending: %s", error)
             return []

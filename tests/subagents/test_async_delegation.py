@@ -771,3 +771,28 @@ async def test_a_failing_before_hook_ends_the_attempt_failed_without_running_the
     assert not gate.entered.is_set()
     [failed] = parent.events.of_kind("subagent_failed")
     assert failed.payload["metadata"]["hook"] == "before_subagent_run"
+
+
+async def test_a_shut_down_supervisor_never_fails_the_parents_turn_and_loses_no_result(
+    make_supervisor: Factory,
+) -> None:
+    supervisor = make_supervisor()
+    gate = Gate()
+    agent = async_agent(TestModel.with_text("p"), supervisor, gated_child(gate, "kept"))
+    accepted = await call(
+        agent,
+        tool_context(agent, AgentContext()),
+        "delegate",
+        {"subagent_name": "research", "prompt": "x"},
+    )
+    gate.open()
+    await supervisor.wait(None, 30)  # terminal, not delivered
+    await supervisor.shutdown_checked(5.0)
+
+    result = await agent.run("next turn")
+    [pending] = await supervisor.take_pending()
+
+    assert result.output == "p"
+    assert pending.attempt_id == accepted["attempt_id"]
+    assert pending.output == "kept"
+    assert isinstance(pending.context_delta, SubagentContextDelta)
