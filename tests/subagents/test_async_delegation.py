@@ -796,3 +796,51 @@ async def test_a_shut_down_supervisor_never_fails_the_parents_turn_and_loses_no_
     assert pending.attempt_id == accepted["attempt_id"]
     assert pending.output == "kept"
     assert isinstance(pending.context_delta, SubagentContextDelta)
+
+
+async def test_supervisor_limits_reach_the_model_as_typed_tool_errors(
+    make_supervisor: Factory,
+) -> None:
+    supervisor = make_supervisor(
+        limits=SupervisorLimits(max_active_attempts=2, max_steering_bytes=8, max_prompt_bytes=64)
+    )
+    gate = Gate()
+    agent = (
+        AgentBuilder(TestModel.with_text("p"))
+        .subagent(SubagentConfig("research", gated_child(gate)))
+        .subagent(SubagentConfig("review", gated_child(gate)))
+        .subagent_delegation_mode(SubagentDelegationMode.ASYNC)
+        .background_subagent_supervisor(supervisor)
+        .build()
+    )
+    ctx = tool_context(agent, AgentContext())
+    first = await call(agent, ctx, "delegate", {"subagent_name": "research", "prompt": "x"})
+
+    async def refused(tool: str, args: dict[str, Any]) -> ToolError:
+        with pytest.raises(ToolError) as caught:
+            await call(agent, ctx, tool, args)
+        return caught.value
+
+    busy = await refused(
+        "delegate", {"subagent_name": "research", "prompt": "y", "agent_id": first["agent_id"]}
+    )
+    other = await refused(
+        "delegate", {"subagent_name": "review", "prompt": "y", "agent_id": first["agent_id"]}
+    )
+    big_prompt = await refused("delegate", {"subagent_name": "review", "prompt": "z" * 65})
+    big_steer = await refused(
+        "steer_subagent", {"attempt_id": first["attempt_id"], "message": "far too long"}
+    )
+    await call(agent, ctx, "delegate", {"subagent_name": "review", "prompt": "y"})
+    quota = await refused("delegate", {"subagent_name": "review", "prompt": "z"})
+    gate.open()
+
+    assert busy.fields["error_kind"] == "ActiveConversation"
+    assert "already has an active attempt" in busy.message
+    assert other.fields["error_kind"] == "NotFound"
+    assert "unknown agent_id" in other.message
+    assert big_prompt.fields["error_kind"] == "PromptTooLarge"
+    assert big_prompt.fields["limit"] == 64
+    assert big_steer.fields["error_kind"] == "SteeringTooLarge"
+    assert quota.fields["error_kind"] == "QuotaExceeded"
+    assert "wait_subagent" in quota.message
