@@ -49,6 +49,7 @@ VARIANTS = (
     "head",
     "replay",
     "deadline_now",
+    "expired_run_lease",
 )
 
 
@@ -102,11 +103,11 @@ class DeliveryMachine(ContractMachine):
         if run_id is not None:
             self.consumers.append(run_id)
 
-    @rule(variant=st.sampled_from(["new", "replay", "other_request"]))
+    @rule(variant=st.sampled_from(["new", "replay", "other_request", "expired_lease"]))
     def admit_with_idempotency_key(self, variant: str) -> None:
         """Same key and request: the first receipt again; same key, other request: refused."""
         now = self.clock.now()
-        if variant == "new" or not self.keyed:
+        if variant in ("new", "expired_lease") or not self.keyed:
             key = self.fresh("key")
             run_id = self.fresh("consumer")
             run = RunRecord(
@@ -120,7 +121,7 @@ class DeliveryMachine(ContractMachine):
                     admission_id=f"adm-{run_id}",
                     host_instance_id="host-runs",
                     fencing_generation=1,
-                    lease_expires_at=now + RUN_TTL,
+                    lease_expires_at=now if variant == "expired_lease" else now + RUN_TTL,
                 ),
             )
         else:
@@ -403,7 +404,7 @@ class DeliveryMachine(ContractMachine):
                 admission_id=f"adm-{run_id}",
                 host_instance_id="host-c",
                 fencing_generation=1,
-                lease_expires_at=now + RUN_TTL,
+                lease_expires_at=now if variant == "expired_run_lease" else now + RUN_TTL,
             ),
         )
         return AcquireContinuation(

@@ -82,6 +82,8 @@ DECISIONS: tuple[str, ...] = (
     "A failed or cancelled consumer's expired claim is released with suppression by reconcile "
     "and by the next claim alike; an automatic claim is then refused but the release stays.",
     "`updated_at` is compared only where the contract stamps it (update_attempt_execution).",
+    "A run (plain or continuation) submitted with an admission lease already expired at store "
+    "time is refused with Conflict, like an already-expired acceptance.",
 )
 
 
@@ -402,6 +404,9 @@ class Reference:
             reasons.append((Conflict, f"session is {s.status}"))
         if run.trigger_type == ASYNC_SUBAGENT_RESULT:
             reasons.append((Conflict, "continuations are admitted by acquire_continuation only"))
+        lease = run.admission_lease
+        if lease is not None and lease.lease_expires_at <= self.now():
+            reasons.append((Conflict, "admission lease already expired"))
         if (run.session_id, run.run_id) in self.runs:
             reasons.append((StoreError, "run id already used"))
         live = self.live_run(run.session_id)
@@ -914,6 +919,9 @@ class Reference:
             or run.trace_context != rec.trace_context
         ):
             reasons.append((Conflict, "run causal fields differ from the record"))
+        lease = run.admission_lease
+        if lease is None or lease.lease_expires_at <= self.now():
+            reasons.append((Conflict, "continuation run has no live admission lease"))
         if request.expected_head_run_id is not None:
             runs = self.session_runs(rec.parent_session_id)
             head = runs[-1].run_id if runs else None
