@@ -94,6 +94,9 @@ EXTRA = "postgres"
 TABLE_PREFIX = "subagents_"
 MIGRATIONS_TABLE = "subagents_schema_migrations"
 
+APPLICATION_NAME = "subagents"
+"""``application_name`` of the store's connections (visible in ``pg_stat_activity``)."""
+
 DEFAULT_POOL_SIZE = 8
 DEFAULT_MAX_ATTEMPTS = 30
 """Serialization retries per write: enough for dozens of writers on one row."""
@@ -606,7 +609,11 @@ class PostgresBackend:
             dsn,
             min_size=1,
             max_size=pool_size,
-            kwargs={"autocommit": True, "connect_timeout": max(1, int(connect_timeout))},
+            kwargs={
+                "autocommit": True,
+                "connect_timeout": max(1, int(connect_timeout)),
+                "application_name": APPLICATION_NAME,
+            },
             timeout=pool_timeout,
             open=False,
             name=f"subagents-{schema}",
@@ -702,16 +709,27 @@ class PostgresBackend:
                             sqlstate=_sqlstate(cause),
                             cause=f"{type(cause).__name__}: {cause}",
                         ) from cause
-                    elif _is_connection(cause) or type(cause).__name__ == "PoolTimeout":
+                    elif _is_connection(cause):
                         connection_failures += 1
                         if connection_failures >= CONNECTION_ATTEMPTS:
                             raise map_error(cause, op=op, attempts=connection_failures) from cause
+                        # The server may have restarted: every idle pooled
+                        # connection may be dead too. Replace those now.
+                        self._check_pool()
                     else:
                         raise map_error(cause, op=op) from cause
                     with self._cond:
                         self.retries += 1
         finally:
             self._leave()
+
+    def _check_pool(self) -> None:
+        try:
+            self._pool.check()
+        except Exception:
+            # Best effort: a failed check leaves the pool to replace connections
+            # as they are returned broken.
+            return
 
     def _backoff(self, failures: int) -> None:
         # Exponential from 0.5 ms, capped at 50 ms, with full jitter so the
@@ -728,7 +746,9 @@ class PostgresBackend:
             if type(exc).__name__ == "PoolClosed":
                 raise Failed("PostgreSQL backend is closed", schema=self.schema) from exc
             if isinstance(exc, pg.Error) or type(exc).__module__.startswith("psycopg_pool"):
-                raise _Abort(exc) from exc
+                # Pool exhausted or server unreachable for pool_timeout: waiting
+                # again here would only multiply the caller's wait.
+                raise map_error(exc, op="connect", schema=self.schema) from exc
             raise
         txn = _PgTxn(conn, self._sql, writable=writable)
         try:

@@ -34,6 +34,7 @@ from storage import (
     Txn,
 )
 from storage._postgres import (
+    APPLICATION_NAME,
     LATEST_VERSION,
     MIGRATIONS_TABLE,
     DriverMissing,
@@ -97,7 +98,8 @@ def pg(pg_database: str, clock: ManualClock) -> Iterator[Pg]:
 
 
 def _terminate(pg: Pg, pid: int) -> None:
-    pg.sql("SELECT pg_terminate_backend(%s)", (pid,))
+    # With a timeout, pg_terminate_backend returns only once the process is gone.
+    pg.sql("SELECT pg_terminate_backend(%s, 10000)", (pid,))
 
 
 # -- migrations ----------------------------------------------------------------------------------
@@ -331,6 +333,20 @@ def test_a_connection_lost_before_commit_is_retried_transparently(pg: Pg) -> Non
     assert backend.write(fn) == "done"
     assert backend.retries == 1
     assert backend.read(lambda txn: txn.get("meta", b"k")) == b"v"
+
+
+def test_after_a_server_restart_dead_pooled_connections_are_replaced(pg: Pg) -> None:
+    backend = pg.backend(pool_size=4)
+    backend.write(lambda txn: txn.put("meta", b"k", b"before"))
+    killed = pg.sql(
+        "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity "
+        "WHERE datname = current_database() AND application_name = %s",
+        (APPLICATION_NAME,),
+    )
+    assert killed, "the pool held no connection to kill"
+    backend.write(lambda txn: txn.put("meta", b"k", b"after"))
+    assert backend.retries >= 1
+    assert backend.read(lambda txn: txn.get("meta", b"k")) == b"after"
 
 
 def test_a_connection_lost_on_every_try_is_retryable_storage_and_writes_nothing(pg: Pg) -> None:
