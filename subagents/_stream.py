@@ -5,8 +5,11 @@ with strictly increasing ``sequence`` numbers. When the ``delegate`` tool runs
 inside that stream, the child's records are pushed into the same
 :class:`AgentStreamSink`: they get the parent's next sequence numbers and a
 :class:`AgentStreamSource` naming the child (its original sequence is
-``source.source_sequence``). Because delegation is blocking, every child
-record is emitted before the parent's ``tool_return`` for that call.
+``source.source_sequence``). Because that delegation is blocking, every child
+record is emitted before the parent's ``tool_return`` for that call. A
+background child (async delegation) keeps the same attribution, but its
+records go to the accepting parent context's event bus as
+``subagent_stream_record`` events, since the parent's stream may have ended.
 """
 
 from __future__ import annotations
