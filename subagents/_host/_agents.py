@@ -26,7 +26,7 @@ from .._inheritance import SubagentToolInheritancePolicy
 from .._models import Model
 from .._registry import SubagentConfig, SubagentDelegationMode
 from .._spec import SubagentSpec, load_subagent_dir
-from ._config import HostConfig, ProfileConfig
+from ._config import HostConfig, ProfileConfig, config_error
 from ._delegation import DISABLED, build_parent_agent
 
 
@@ -45,7 +45,11 @@ class UnknownSubagent(AgentSpecError):
 
 
 class AgentFactory:
-    """Profiles → agents. ``warnings`` lists markdown files that were skipped."""
+    """Profiles → agents. ``warnings`` lists markdown files that were skipped.
+
+    Raises :class:`~subagents.HostConfigError` when a profile names a subagent
+    that is neither configured nor a markdown file in ``host.subagents_dir``.
+    """
 
     def __init__(self, config: HostConfig, providers: ModelProviderRegistry | None = None) -> None:
         self.config = config
@@ -63,11 +67,13 @@ class AgentFactory:
             self.warnings.append(f"subagent file skipped: {diagnostic.message}")
         self.markdown = {spec.name: spec for spec in loaded.specs}
         for name, profile in self.config.profiles.items():
-            for sub in profile.subagents:
+            for index, sub in enumerate(profile.subagents):
                 if sub not in self.config.subagents and sub not in self.markdown:
-                    self.warnings.append(
-                        f"profiles.{name}.subagents: unknown subagent {sub!r} (not configured "
-                        f"and not in {directory})"
+                    raise config_error(
+                        self.config.source,
+                        f"profiles.{name}.subagents[{index}]",
+                        f"unknown subagent {sub!r} (not configured and not in {directory})",
+                        f"add a [subagents.{sub}] table or a {sub}.md file to {directory}",
                     )
 
     def profile(self, name: str) -> ProfileConfig:

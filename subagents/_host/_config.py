@@ -71,7 +71,7 @@ class HostConfigError(SubagentsError):
         return self.message
 
 
-def _config_error(path: str, key: str | None, problem: str, fix: str) -> HostConfigError:
+def config_error(path: str, key: str | None, problem: str, fix: str) -> HostConfigError:
     where = f"{path}: {key}" if key else path
     return HostConfigError(f"{where}: {problem}", path=path, key=key, problem=problem, fix=fix)
 
@@ -180,18 +180,18 @@ def _validation_error(
     if problem.startswith("object contains unknown field"):
         field = problem.split("`")[1] if "`" in problem else "?"
         key = f"{key}.{field}" if key else field
-        return _config_error(
+        return config_error(
             source, key, "unknown key", "remove it or check its spelling against examples/host.toml"
         )
     if problem.startswith("object missing required field"):
         field = problem.split("`")[1] if "`" in problem else "?"
         key = f"{key}.{field}" if key else field
-        return _config_error(source, key, "missing required key", f"add {field} = ...")
+        return config_error(source, key, "missing required key", f"add {field} = ...")
     problem = problem.replace("`int`", "an integer").replace("`str`", "a string")
     problem = problem.replace("`float`", "a number").replace("`array`", "a list")
     problem = problem.replace("`object`", "a table").replace("`bool`", "a boolean")
     problem = problem.replace("`str | array`", "a string or a list of strings")
-    return _config_error(source, key, problem, "fix the value's type (see examples/host.toml)")
+    return config_error(source, key, problem, "fix the value's type (see examples/host.toml)")
 
 
 def parse_host_config(
@@ -209,7 +209,7 @@ def parse_host_config(
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise _config_error(
+        raise config_error(
             source, None, f"not valid TOML: {exc}", "fix the TOML syntax at that line"
         ) from None
     try:
@@ -248,13 +248,13 @@ def load_host_config(
     try:
         text = file.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise _config_error(
+        raise config_error(
             source, None, "file not found", "pass --config with an existing host TOML file"
         ) from None
     except UnicodeDecodeError:
-        raise _config_error(source, None, "not UTF-8 text", "save the file as UTF-8") from None
+        raise config_error(source, None, "not UTF-8 text", "save the file as UTF-8") from None
     except OSError as exc:
-        raise _config_error(
+        raise config_error(
             source, None, f"cannot read: {exc.strerror or exc}", "check the path and permissions"
         ) from None
     return parse_host_config(
@@ -266,36 +266,36 @@ def _check(config: HostConfig, providers: ModelProviderRegistry) -> None:
     src = config.source
     host = config.host
     if not (math.isfinite(host.lease_ttl) and host.lease_ttl > 0):
-        raise _config_error(
+        raise config_error(
             src, "host.lease_ttl", "must be a positive number of seconds", "e.g. lease_ttl = 30"
         )
     if host.max_request_bytes < 1024:
-        raise _config_error(
+        raise config_error(
             src,
             "host.max_request_bytes",
             "must be at least 1024",
             "e.g. max_request_bytes = 1048576",
         )
     if host.max_batch < 1:
-        raise _config_error(src, "host.max_batch", "must be at least 1", "e.g. max_batch = 32")
+        raise config_error(src, "host.max_batch", "must be at least 1", "e.g. max_batch = 32")
     if not _NAME.match(host.namespace):
-        raise _config_error(
+        raise config_error(
             src,
             "host.namespace",
             f"{host.namespace!r} is not a valid name",
             "use letters, digits, '_', '.', '-'",
         )
     if not config.profiles:
-        raise _config_error(src, "profiles", "no profile defined", "add a [profiles.default] table")
+        raise config_error(src, "profiles", "no profile defined", "add a [profiles.default] table")
     for name, profile in config.profiles.items():
         key = f"profiles.{name}"
         if not _NAME.match(name):
-            raise _config_error(
+            raise config_error(
                 src, key, "not a valid profile name", "use letters, digits, '_', '.', '-'"
             )
         provider, sep, _model = profile.model_id.partition(":")
         if not sep or not provider:
-            raise _config_error(
+            raise config_error(
                 src,
                 f"{key}.model_id",
                 f"{profile.model_id!r} is not 'provider:model'",
@@ -303,7 +303,7 @@ def _check(config: HostConfig, providers: ModelProviderRegistry) -> None:
             )
         if provider not in providers:
             known = ", ".join(providers.names())
-            raise _config_error(
+            raise config_error(
                 src,
                 f"{key}.model_id",
                 f"unknown model provider {provider!r} (known: {known})",
@@ -311,25 +311,25 @@ def _check(config: HostConfig, providers: ModelProviderRegistry) -> None:
             )
         for index, sub in enumerate(profile.subagents):
             if not _NAME.match(sub):
-                raise _config_error(
+                raise config_error(
                     src,
                     f"{key}.subagents[{index}]",
                     f"{sub!r} is not a valid name",
                     "use a subagent name",
                 )
         if len(set(profile.subagents)) != len(profile.subagents):
-            raise _config_error(
+            raise config_error(
                 src, f"{key}.subagents", "lists a name twice", "list each subagent once"
             )
     for name, entry in config.subagents.items():
         key = f"subagents.{name}"
         if not _NAME.match(name):
-            raise _config_error(
+            raise config_error(
                 src, key, "not a valid subagent name", "use letters, digits, '_', '.', '-'"
             )
         if entry.profile not in config.profiles:
             known = ", ".join(sorted(config.profiles))
-            raise _config_error(
+            raise config_error(
                 src,
                 f"{key}.profile",
                 f"unknown profile {entry.profile!r} (profiles: {known})",
@@ -339,7 +339,7 @@ def _check(config: HostConfig, providers: ModelProviderRegistry) -> None:
         config.host.default_profile not in config.profiles
         and config.host.default_profile != "default"
     ):
-        raise _config_error(
+        raise config_error(
             src,
             "host.default_profile",
             f"unknown profile {config.host.default_profile!r}",
@@ -351,7 +351,7 @@ def _check(config: HostConfig, providers: ModelProviderRegistry) -> None:
         for name, profile in config.profiles.items():
             for index, sub in enumerate(profile.subagents):
                 if sub not in config.subagents:
-                    raise _config_error(
+                    raise config_error(
                         src,
                         f"profiles.{name}.subagents[{index}]",
                         f"unknown subagent {sub!r}",

@@ -328,3 +328,47 @@ async def test_continuation_when_the_parent_is_the_sdk_run(
     run = service.store.load_run("s1", admitted.run_id or "")
     assert run.parent_run_id == "sdk-run-1"
     assert str(run.status) == "completed"
+
+
+async def test_markdown_subagents_from_a_directory() -> None:
+    from host_helpers import REPO
+
+    text = (
+        f'[host]\nsubagents_dir = "{REPO / "examples" / "agents"}"\n'
+        '[profiles.default]\nmodel_id = "test:echo"\nsubagents = ["reviewer"]\n'
+    )
+    store = MemorySessionStore()
+    svc = HostService(
+        parse_host_config(text), store=store, events=MemoryEventLog(), closers=[store.close]
+    )
+    await svc.start()
+    try:
+        client = Client(svc.dispatcher())
+        catalog = await client.result("catalog.list")
+        markdown = {s["name"]: s for s in catalog["subagents"] if s["source"] == "markdown"}
+        assert {"debugger", "researcher", "reviewer"} <= set(markdown)
+        assert markdown["debugger"]["required_tools"] == ["grep", "view"]
+        agent = svc.build_agent("default", "s1")
+        assert "delegate" in agent.tools().names()
+        assert svc.warnings == []
+    finally:
+        await svc.close()
+
+
+async def test_unknown_markdown_subagent_is_a_config_error() -> None:
+    from host_helpers import REPO
+
+    from subagents._host import HostConfigError
+
+    text = (
+        f'[host]\nsubagents_dir = "{REPO / "examples" / "agents"}"\n'
+        '[profiles.default]\nmodel_id = "test:echo"\nsubagents = ["ghost"]\n'
+    )
+    store = MemorySessionStore()
+    try:
+        with pytest.raises(HostConfigError) as info:
+            HostService(parse_host_config(text), store=store, events=MemoryEventLog())
+        assert info.value.key == "profiles.default.subagents[0]"
+        assert "ghost.md" in info.value.fix
+    finally:
+        store.close()
