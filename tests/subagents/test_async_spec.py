@@ -9,6 +9,7 @@ combined mode, and a background round trip on the supervisor's own loop.
 from __future__ import annotations
 
 import threading
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -38,6 +39,18 @@ def _our_threads() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith(prefixes)]
 
 
+@pytest.fixture
+async def supervisor() -> AsyncIterator[BackgroundSubagentSupervisor]:
+    """A supervisor with its own loop thread, shut down (checked) after the test."""
+    made = BackgroundSubagentSupervisor(
+        owner=OwnerIdentity(host_instance_id="host-spec"),
+        limits=SupervisorLimits(shutdown_grace=5.0),
+    )
+    yield made
+    await made.shutdown_checked(5.0)
+    assert _our_threads() == []
+
+
 async def test_the_async_example_runs_as_written() -> None:
     child = AgentBuilder(TestModel.with_text("child")).build()
     supervisor = BackgroundSubagentSupervisor.new()
@@ -58,50 +71,44 @@ async def test_the_async_example_runs_as_written() -> None:
     await supervisor.shutdown_checked(1.0)
 
 
-async def test_async_mode_exposes_exactly_the_five_background_tools_and_no_blocking_backend() -> (
-    None
-):
-    supervisor = BackgroundSubagentSupervisor.new()
-    try:
-        agent = (
-            AgentBuilder(TestModel.with_text("parent"))
-            .subagent(SubagentConfig("research", AgentBuilder(TestModel.with_text("c")).build()))
-            .subagent_delegation_mode(SubagentDelegationMode.ASYNC)
-            .background_subagent_supervisor(supervisor)
-            .build()
-        )
+async def test_async_mode_exposes_exactly_the_five_background_tools_and_no_blocking_backend(
+    supervisor: BackgroundSubagentSupervisor,
+) -> None:
+    agent = (
+        AgentBuilder(TestModel.with_text("parent"))
+        .subagent(SubagentConfig("research", AgentBuilder(TestModel.with_text("c")).build()))
+        .subagent_delegation_mode(SubagentDelegationMode.ASYNC)
+        .background_subagent_supervisor(supervisor)
+        .build()
+    )
 
-        assert agent.tools().names() == ASYNC_TOOLS
-        assert all(is_main_agent_only_tool(tool) for tool in agent.tools())
-        delegate = agent.tools().lookup("delegate")
-        assert delegate is not None
-        assert delegate.parameters_schema["additionalProperties"] is False
-        assert set(delegate.parameters_schema["properties"]) == {
-            "subagent_name",
-            "prompt",
-            "agent_id",
-            "linked_task_id",
-        }
-    finally:
-        await supervisor.shutdown_checked(1.0)
+    assert agent.tools().names() == ASYNC_TOOLS
+    assert all(is_main_agent_only_tool(tool) for tool in agent.tools())
+    delegate = agent.tools().lookup("delegate")
+    assert delegate is not None
+    assert delegate.parameters_schema["additionalProperties"] is False
+    assert set(delegate.parameters_schema["properties"]) == {
+        "subagent_name",
+        "prompt",
+        "agent_id",
+        "linked_task_id",
+    }
 
 
-async def test_blocking_and_async_keeps_the_blocking_delegate_and_adds_spawn_delegate() -> None:
-    supervisor = BackgroundSubagentSupervisor.new()
-    try:
-        agent = (
-            AgentBuilder(TestModel.with_text("parent"))
-            .subagent(SubagentConfig("research", AgentBuilder(TestModel.with_text("c")).build()))
-            .subagent_delegation_mode(SubagentDelegationMode.BLOCKING_AND_ASYNC)
-            .background_subagent_supervisor(supervisor)
-            .build()
-        )
+async def test_blocking_and_async_keeps_the_blocking_delegate_and_adds_spawn_delegate(
+    supervisor: BackgroundSubagentSupervisor,
+) -> None:
+    agent = (
+        AgentBuilder(TestModel.with_text("parent"))
+        .subagent(SubagentConfig("research", AgentBuilder(TestModel.with_text("c")).build()))
+        .subagent_delegation_mode(SubagentDelegationMode.BLOCKING_AND_ASYNC)
+        .background_subagent_supervisor(supervisor)
+        .build()
+    )
 
-        assert agent.tools().names() == ["delegate", "spawn_delegate", *ASYNC_TOOLS[1:]]
-        blocking = agent.tools().lookup("delegate")
-        assert blocking is not None and "wait for its answer" in (blocking.description or "")
-    finally:
-        await supervisor.shutdown_checked(1.0)
+    assert agent.tools().names() == ["delegate", "spawn_delegate", *ASYNC_TOOLS[1:]]
+    blocking = agent.tools().lookup("delegate")
+    assert blocking is not None and "wait for its answer" in (blocking.description or "")
 
 
 @pytest.mark.parametrize(
@@ -129,35 +136,29 @@ def test_async_mode_without_subagents_installs_nothing_and_needs_no_supervisor()
     assert agent.tools().names() == []
 
 
-async def test_delegation_tools_decides_the_topology_for_a_registry() -> None:
-    supervisor = BackgroundSubagentSupervisor.new()
-    try:
-        registry = (
-            AgentBuilder(TestModel.with_text("p"))
-            .subagent(SubagentConfig("research", AgentBuilder(TestModel.with_text("c")).build()))
-            .build()
-            .subagents()
-        )
-        tools = delegation_tools(registry, SubagentDelegationMode.ASYNC, supervisor)
+async def test_delegation_tools_decides_the_topology_for_a_registry(
+    supervisor: BackgroundSubagentSupervisor,
+) -> None:
+    registry = (
+        AgentBuilder(TestModel.with_text("p"))
+        .subagent(SubagentConfig("research", AgentBuilder(TestModel.with_text("c")).build()))
+        .build()
+        .subagents()
+    )
+    tools = delegation_tools(registry, SubagentDelegationMode.ASYNC, supervisor)
+    again = delegation_tools(registry, SubagentDelegationMode.ASYNC, supervisor)
 
-        assert [tool.name for tool in tools] == ASYNC_TOOLS
-        assert [t.definition() for t in tools] == [
-            t.definition()
-            for t in delegation_tools(registry, SubagentDelegationMode.ASYNC, supervisor)
-        ]
-    finally:
-        await supervisor.shutdown_checked(1.0)
+    assert [tool.name for tool in tools] == ASYNC_TOOLS
+    assert [t.definition() for t in tools] == [t.definition() for t in again]
 
 
-async def test_a_background_round_trip_on_the_supervisors_own_loop() -> None:
+async def test_a_background_round_trip_on_the_supervisors_own_loop(
+    supervisor: BackgroundSubagentSupervisor,
+) -> None:
     """Delegate returns at once with a stable agent_id and a fresh attempt_id; one
     bounded wait gets the result; the child ran on the supervisor's loop thread and
     its stream records still reached the parent context, attributed."""
     child = AgentBuilder(TestModel.with_text("child")).build()
-    supervisor = BackgroundSubagentSupervisor(
-        owner=OwnerIdentity(host_instance_id="host-spec"),
-        limits=SupervisorLimits(shutdown_grace=5.0),
-    )
     agent = (
         AgentBuilder(TestModel.with_text("parent"))
         .subagent(SubagentConfig("research", child))
@@ -173,21 +174,19 @@ async def test_a_background_round_trip_on_the_supervisors_own_loop() -> None:
     )
     delegate, wait = agent.tools().lookup("delegate"), agent.tools().lookup("wait_subagent")
     assert delegate is not None and wait is not None
-    try:
-        accepted = (
-            await delegate.call(tool_context, {"subagent_name": "research", "prompt": "facts"})
-        ).content
-        waited = (await wait.call(tool_context, {"attempt_id": accepted["attempt_id"]})).content
-    finally:
-        await supervisor.shutdown_checked(5.0)
+
+    accepted = (
+        await delegate.call(tool_context, {"subagent_name": "research", "prompt": "facts"})
+    ).content
+    waited = (await wait.call(tool_context, {"attempt_id": accepted["attempt_id"]})).content
 
     assert accepted["status"] == "accepted"
     assert accepted["agent_id"].startswith("research-bg-")
     assert accepted["attempt_id"].startswith("subattempt_")
     assert waited["status"] == "completed"
     assert waited["result"] == "child"
+    # Published from the supervisor's loop onto ours before the result was terminal.
     records = parent.events.of_kind("subagent_stream_record")
     assert [r.payload["kind"] for r in records] == ["run_started", "run_completed"]
     assert {r.payload["source"]["agent_id"] for r in records} == {accepted["agent_id"]}
     assert parent.usage.requests == 1
-    assert _our_threads() == []
