@@ -189,6 +189,10 @@ def _verify(args: argparse.Namespace) -> int:
 
     import properties  # noqa: PLC0415 - only `verify` needs the conformance suite
 
+    if args.profile not in properties.PROFILES:
+        raise _CliError(
+            f"unknown profile {args.profile!r}", f"use one of: {', '.join(properties.PROFILES)}"
+        )
     machines = list(properties.MACHINES) if not args.machine else args.machine
     unknown = [m for m in machines if m not in properties.MACHINES]
     if unknown:
@@ -307,6 +311,22 @@ def _not_built(name: str) -> int:
 # -- parser -----------------------------------------------------------------------------------
 
 
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    return value
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or not 0 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"not a port (0..65535): {text!r}")
+    return int(text)
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="subagents", description="A reliable delegation kernel for LLM agents."
@@ -327,9 +347,9 @@ def _build_parser() -> argparse.ArgumentParser:
         "--shared", action="store_true", help="share the data dir with other live hosts"
     )
     serve.add_argument("--owner", help="this host's owner identity (default: random)")
-    serve.add_argument("--port", type=int, default=0, help="HTTP port (default: ephemeral)")
+    serve.add_argument("--port", type=_port, default=0, help="HTTP port (default: ephemeral)")
     serve.add_argument("--token-file", help="where to write the HTTP bearer token")
-    serve.add_argument("--tick", type=float, default=1.0, help="maintenance tick, seconds")
+    serve.add_argument("--tick", type=_positive, default=1.0, help="maintenance tick, seconds")
     serve.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr")
 
     for name, text in (
