@@ -6,7 +6,9 @@ contract (:mod:`properties._reference`) and is built per store factory::
     from properties import MEMORY, fencing_machine
     TestFencing = fencing_machine(MEMORY).TestCase
 
-Run everything with ``python -m properties [--store ...] [--profile ci|deep|dev]``.
+The supervisor machine (:func:`supervisor_machine`) drives the ``actors``
+runtime over the same stores. Run everything with
+``python -m properties [--store ...] [--profile ci|deep|dev]``.
 """
 
 from ._delivery import DeliveryMachine as DeliveryMachine
@@ -51,6 +53,11 @@ from ._runner import RunResult as RunResult
 from ._runner import main as main
 from ._runner import run_machine as run_machine
 from ._runner import run_suite as run_suite
+from ._supervisor import SUPERVISOR_PLANTED as SUPERVISOR_PLANTED
+from ._supervisor import RedeliversDelivered as RedeliversDelivered
+from ._supervisor import SupervisorMachine as SupervisorMachine
+from ._supervisor import SupervisorViolation as SupervisorViolation
+from ._supervisor import supervisor_machine as supervisor_machine
 
 __all__ = [
     "BUILTIN_FACTORIES",
@@ -72,6 +79,7 @@ __all__ = [
     "PROFILES",
     "Profile",
     "Reference",
+    "RedeliversDelivered",
     "ReplayMachine",
     "ReplaySkipsFingerprint",
     "RetentionMachine",
@@ -82,6 +90,9 @@ __all__ = [
     "StoreFactory",
     "StoreHandle",
     "StoreProxy",
+    "SUPERVISOR_PLANTED",
+    "SupervisorMachine",
+    "SupervisorViolation",
     "current_profile",
     "delivery_machine",
     "fencing_machine",
@@ -95,4 +106,5 @@ __all__ = [
     "retention_machine",
     "run_machine",
     "run_suite",
+    "supervisor_machine",
 ]

@@ -15,6 +15,8 @@ from typing import Any
 
 from storage import RetryableStorage, SessionStore
 
+from ._planted import StoreProxy
+
 
 class Fault:
     """One planned fault: ``times`` failures of one store operation.
@@ -39,7 +41,7 @@ class Fault:
         self.entered = threading.Event()
 
 
-class FaultyStore(SessionStore):
+class FaultyStore(StoreProxy):
     """Delegates every contract operation to ``inner`` and injects planned faults.
 
     ``calls[op]`` counts calls, ``failures[op]`` injected failures;
@@ -48,8 +50,7 @@ class FaultyStore(SessionStore):
     """
 
     def __init__(self, inner: SessionStore) -> None:
-        self.inner = inner
-        self.clock = inner.clock
+        super().__init__(inner)
         self.lock = threading.Lock()
         self.faults: dict[str, list[Fault]] = defaultdict(list)
         self.calls: dict[str, int] = defaultdict(int)
@@ -143,4 +144,3 @@ def _delegating(op: str) -> Callable[..., Any]:
 
 for _op in sorted(SessionStore.__abstractmethods__):
     setattr(FaultyStore, _op, _delegating(_op))
-FaultyStore.__abstractmethods__ = frozenset()

@@ -11,8 +11,6 @@ from typing import Any
 import pykka
 
 from actors import BackgroundSubagentSupervisor, SupervisorLimits
-from properties import Fault as Fault
-from properties import FaultyStore as FaultyStore
 
 FAST = SupervisorLimits(heartbeat_interval=0.01, retry_interval=0.002, cancellation_grace=0.05)
 SupervisorFactory = Callable[..., BackgroundSubagentSupervisor]

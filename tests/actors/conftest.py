@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from actor_helpers import FAST, FaultyStore, SupervisorFactory, our_actors, our_threads
+from actor_helpers import FAST, SupervisorFactory, our_actors, our_threads
 
 from actors import BackgroundSubagentSupervisor, OwnerIdentity
+from properties import FaultyStore
 from storage import LmdbSessionStore, ManualClock, MemorySessionStore, SeededIds, SessionStore
 
 

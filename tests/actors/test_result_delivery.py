@@ -6,9 +6,10 @@ import asyncio
 import threading
 from typing import Any
 
-from actor_helpers import Collector, Fault, FaultyStore, Gate, SupervisorFactory, wait_terminal
+from actor_helpers import Collector, Gate, SupervisorFactory, wait_terminal
 
 from actors import BackgroundResult, ChildControl, ChildOutcome, ChildRequest
+from properties import Fault, FaultyStore
 from storage import DeliveryClaim, ManualClock
 
 
