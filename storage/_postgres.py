@@ -107,12 +107,14 @@ _IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _PAGE_FIRST = 16
 _PAGE_MAX = 1024
 
-# SQLSTATEs. Class 08 is connection exceptions; 57P01-57P03 are server
-# shutdown/crash/cannot-connect-now; 53300 too many connections; 53200 out of
-# memory (transient on the server).
+# SQLSTATEs. Class 08 is connection exceptions and 57P01-57P03 server
+# shutdown/crash/cannot-connect-now: the connection is gone (retried on a new
+# one). 53300 too many connections, 53200 out of memory and 55P03 lock not
+# available are transient on the server: RetryableStorage, left to the caller.
 _SERIALIZATION = frozenset({"40001", "40P01"})
 _DISK_FULL = "53100"
-_TRANSIENT = frozenset({"57P01", "57P02", "57P03", "53300", "53200", "55P03"})
+_CONNECTION_LOST = frozenset({"57P01", "57P02", "57P03"})
+_TRANSIENT = frozenset({"53300", "53200", "55P03"})
 
 
 class DriverMissing(Failed):
@@ -168,7 +170,7 @@ def _is_connection(exc: BaseException, conn: Any = None) -> bool:
     if state is None:
         pg = importlib.import_module("psycopg")
         return isinstance(exc, pg.OperationalError | pg.InterfaceError)
-    return state.startswith("08") or state in _TRANSIENT
+    return state.startswith("08") or state in _CONNECTION_LOST
 
 
 def map_error(exc: BaseException, *, op: str, **fields: Any) -> StoreError:
@@ -200,7 +202,7 @@ def map_error(exc: BaseException, *, op: str, **fields: Any) -> StoreError:
             cause=detail,
             **fields,
         )
-    if name in ("PoolTimeout", "TooManyRequests") or _is_connection(exc):
+    if name in ("PoolTimeout", "TooManyRequests") or state in _TRANSIENT or _is_connection(exc):
         return RetryableStorage(
             f"PostgreSQL {op}: connection unavailable or lost; nothing was written",
             op=op,
