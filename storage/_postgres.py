@@ -61,8 +61,15 @@ Errors (never a raw psycopg exception):
 - disk full (53100): :class:`~storage.StorageFull`.
 - anything else: :class:`~storage.Failed` with the ``sqlstate``.
 
+Durability: ``write`` returns after PostgreSQL acknowledged COMMIT, which is
+durable under the server's ``synchronous_commit`` (``on`` by default). Artifact
+bytes and the per-namespace byte accounting live in the kernel's tables, so
+they are shared by every host like everything else.
+
 ``drain()`` waits until no operation of this backend is in flight (they are
 counted); ``close()`` refuses new operations, drains, then closes the pool.
+The scratch-database helpers (:func:`create_database`, :func:`drop_database`,
+:func:`wipe`) are for tests and benchmarks; dropping needs PostgreSQL 13+.
 """
 
 from __future__ import annotations
