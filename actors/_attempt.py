@@ -42,7 +42,7 @@ from typing import Any
 import msgspec
 import pykka
 
-from statemachines import EXECUTION, ExecutionStatus, RetentionStatus
+from statemachines import EXECUTION, ExecutionStatus, InvalidTransition, RetentionStatus
 from storage import (
     Artifact,
     ArtifactLimits,
@@ -621,9 +621,30 @@ class AttemptActor(pykka.ThreadingActor):
         )
         self._write_execution(record)
         # Persisted: now the machine moves, then the world sees it.
-        getattr(self.model, EXECUTION_TRIGGER[target])()
+        self._move(target)
         if target == ExecutionStatus.STARTING:
             self._launch_child()
+
+    def _move(self, target: ExecutionStatus) -> None:
+        """Move the attempt's machine to ``target`` (already persisted) along an edge of
+        the EXECUTION table.
+
+        The edge is checked against the table (``EXECUTION.allows``, the check the
+        store applies to the same write), then set on the machine directly: firing
+        the ``transitions`` trigger would check it a third time at ~25 us a step,
+        a tenth of an attempt's whole cost in memory mode.
+        """
+        source = str(self.model.state)
+        if source == target:
+            return
+        if not EXECUTION.allows(source, target):
+            raise InvalidTransition(
+                f"execution: {source} -> {target} is not in the table",
+                machine=EXECUTION.name,
+                source=source,
+                dest=str(target),
+            )
+        self.machine.set_state(str(target), model=self.model)
 
     def _write_execution(self, record: AttemptRecord) -> None:
         stored = self.rt.store.update_attempt_execution(record)
@@ -650,9 +671,7 @@ class AttemptActor(pykka.ThreadingActor):
         self.record = stored
         self.terminal = True
         self.ops.clear()
-        target = ExecutionStatus(stored.execution_status)
-        if str(self.model.state) != target:
-            getattr(self.model, EXECUTION_TRIGGER[target])()
+        self._move(ExecutionStatus(stored.execution_status))
         self.supervisor.tell(
             AttemptTerminal(
                 attempt_id=self.attempt_id,
@@ -830,16 +849,6 @@ class AttemptActor(pykka.ThreadingActor):
                 cancellation_receipts=dict(self.cancellations),
             )
         )
-
-
-EXECUTION_TRIGGER: dict[str, str] = {
-    "starting": "start",
-    "running": "run",
-    "waiting": "wait",
-    "completed": "complete",
-    "failed": "fail",
-    "cancelled": "cancel",
-}
 
 
 def raise_reply(reply: concurrent.futures.Future[Any] | None, error: BaseException) -> None:

@@ -179,9 +179,7 @@ class Deliverer:
 
     def release(self, attempt_id: str, claim_id: str) -> None:
         try:
-            self._retrying(
-                lambda: self.store.release_delivery(attempt_id, claim_id, Retryable())
-            )
+            self._retrying(lambda: self.store.release_delivery(attempt_id, claim_id, Retryable()))
         except StoreError:
             # The claim then simply expires at its deadline.
             log.warning("attempt %s: could not release claim %s", attempt_id, claim_id)

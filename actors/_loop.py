@@ -235,6 +235,9 @@ class Runtime:
     threads_lock: threading.Lock = field(default_factory=threading.Lock)
     threads: list[threading.Thread] = field(default_factory=list)
     machines: MachinePool = field(default_factory=MachinePool)
+    ended: dict[str, str] = field(default_factory=dict)
+    """attempt_id -> ``terminal`` | ``lost`` once the supervisor announced its end.
+    Written by the supervisor actor only; read by ``wait`` without a round trip."""
 
     @property
     def lease_ttl(self) -> float:

@@ -495,6 +495,7 @@ class SupervisorActor(pykka.ThreadingActor):
 
     def _retire(self, entry: _Entry) -> None:
         self.active.pop(entry.attempt_id, None)
+        self.rt.ended[entry.attempt_id] = entry.state
         if self.active_by_agent.get(entry.agent_id) == entry.attempt_id:
             del self.active_by_agent[entry.agent_id]
         ref, entry.ref = entry.ref, None
@@ -862,6 +863,9 @@ class BackgroundSubagentSupervisor:
         stay available through :meth:`take_pending_sync`).
         """
         deadline = time.monotonic() + clamp_wait(timeout_seconds)
+        ended = self._ended(attempt_id)
+        if ended is not None:
+            return self._finish_wait(attempt_id, ended, None, ended)
         state, payload, done = self._call("watch", attempt_id).result()
         try:
             outcome = done.result(timeout=max(0.0, deadline - time.monotonic()))
@@ -874,6 +878,9 @@ class BackgroundSubagentSupervisor:
     ) -> WaitResult:
         """Coroutine twin of :meth:`wait_sync`."""
         deadline = time.monotonic() + clamp_wait(timeout_seconds)
+        ended = self._ended(attempt_id)
+        if ended is not None:
+            return await asyncio.to_thread(self._finish_wait, attempt_id, ended, None, ended)
         state, payload, done = await asyncio.wrap_future(self._call("watch", attempt_id))
         try:
             outcome = await asyncio.wait_for(
@@ -883,6 +890,15 @@ class BackgroundSubagentSupervisor:
         except TimeoutError:
             outcome = None
         return await asyncio.to_thread(self._finish_wait, attempt_id, state, payload, outcome)
+
+    def _ended(self, attempt_id: str | None) -> str | None:
+        """How the attempt ended (``terminal``/``lost``) when the supervisor already said
+        so; ``None`` otherwise. Raises ``Closing`` after shutdown, like every call."""
+        if attempt_id is None:
+            return None
+        self._ensure_started()
+        runtime = self._runtime
+        return None if runtime is None else runtime.ended.get(attempt_id)
 
     def _finish_wait(
         self, attempt_id: str | None, state: str, payload: Any, outcome: str | None
