@@ -43,7 +43,6 @@ from storage import (
     MemorySessionStore,
     NotFound,
     OwnerLease,
-    RandomIds,
     SessionRecord,
     SessionStore,
     StoreError,
@@ -56,6 +55,7 @@ from ._config import OwnerIdentity, SupervisorLimits
 from ._delivery import Deliverer, DeltaBox
 from ._errors import BackgroundSubagentError
 from ._loop import LoopThread, Runtime, ThreadCache, WorkerPool, simple_inbox
+from ._machines import BufferedRandomIds
 from ._messages import (
     Abort,
     AttemptLost,
@@ -589,7 +589,7 @@ class BackgroundSubagentSupervisor:
         parent_run_id: str = "run-background-default",
     ) -> None:
         self.limits = limits or SupervisorLimits()
-        self.ids: IdSource = ids or RandomIds()
+        self.ids: IdSource = ids or BufferedRandomIds()
         if store is None:
             self.clock: Clock = clock or SystemClock()
             self.store: SessionStore = MemorySessionStore(
