@@ -70,6 +70,7 @@ from ._messages import (
     Describe,
     HeartbeatDone,
     RecordView,
+    Retire,
     Start,
     Steer,
     Tick,
@@ -209,6 +210,8 @@ class AttemptActor(pykka.ThreadingActor):
             self._on_child_finished(message)
         elif isinstance(message, Describe):
             resolve(message.reply, self.record)
+        elif isinstance(message, Retire):
+            self.stop()  # pykka's own stop, queued after this message: no reply future
         else:
             log.warning("attempt %s: unexpected message %r", self.attempt_id, message)
 

@@ -78,6 +78,12 @@ class Abort:
 
 
 @dataclass(frozen=True, slots=True)
+class Retire:
+    """From the supervisor once it handled the attempt's end: stop the actor. It
+    queues behind every request the supervisor forwarded earlier."""
+
+
+@dataclass(frozen=True, slots=True)
 class Tick:
     """Timer: heartbeat when due, retry pending store writes, enforce cancellation grace."""
 

@@ -66,6 +66,7 @@ from ._messages import (
     DelegateRequest,
     RecordView,
     Reply,
+    Retire,
     Start,
     Steer,
     resolve,
@@ -501,7 +502,8 @@ class SupervisorActor(pykka.ThreadingActor):
         ref, entry.ref = entry.ref, None
         if ref is not None:
             # Every request forwarded earlier is ahead of this stop in the mailbox.
-            ref.stop(block=False)
+            with contextlib.suppress(pykka.ActorDeadError):
+                ref.tell(Retire())
         for watcher in entry.watchers:
             resolve(watcher, entry.state)
         entry.watchers.clear()
