@@ -584,11 +584,12 @@ class SupervisorMachine(RuleBasedStateMachine):
             or (agent_id is not None and self.agents.get(agent_id) != subagent)
             or agent_id in active_agents
             or len(active) >= LIMITS.max_active_attempts
+            or pending_before >= LIMITS.max_undelivered_results
         )
         if refusal:
             raise self.violation(
                 f"delegate({subagent}, agent_id={agent_id}) was accepted: {result!r} "
-                f"(closed={self.closed}, active={active})"
+                f"(closed={self.closed}, active={active}, undelivered={pending_before})"
             )
         if result.status != ("continued" if agent_id is not None else "accepted"):
             raise self.violation(f"delegate answered {result.status} for agent_id={agent_id}")

@@ -1,0 +1,60 @@
+"""bench/supervisor.py runs end to end (quick mode, no DBOS) and reports every figure
+with its target. A smoke test only: it never asserts timing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "supervisor.py"
+FIGURES = {
+    "memory_per_live_attempt_kib",
+    "memory_attempts_per_s",
+    "durable_ratio",
+    "ours_over_dbos",
+}
+
+
+def test_the_supervisor_bench_prints_every_figure_with_its_target_as_json() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "--quick", "--json", "--no-dbos"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    figures = result["figures"]
+    assert set(figures) == FIGURES
+    for name in FIGURES - {"ours_over_dbos"}:
+        figure = figures[name]
+        assert figure["value"] > 0, name
+        assert ("target_min" in figure) != ("target_max" in figure), name
+        assert isinstance(figure["ok"], bool), name
+    assert figures["memory_per_live_attempt_kib"]["target_max"] == 100.0
+    assert figures["memory_attempts_per_s"]["target_min"] == 2000.0
+    durable = figures["durable_ratio"]
+    assert durable["target_min"] == 0.5
+    assert durable["raw_lmdb_commits_per_s"] > 0
+    assert durable["durable_commits_per_attempt"] >= 6  # accept .. acknowledge
+    assert figures["ours_over_dbos"]["value"] is None
+    assert figures["ours_over_dbos"]["target_min"] == 4.0
+    assert result["load_before"]
+
+
+def test_the_supervisor_bench_prints_a_table_for_people() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "--quick", "--no-dbos"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    for name in FIGURES:
+        assert name in done.stdout
+    assert "load average" in done.stdout
+    assert "dbos: skipped (--no-dbos)" in done.stdout
