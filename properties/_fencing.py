@@ -157,6 +157,12 @@ class FencingMachine(ContractMachine):
         if got is not None:
             self._learn(aid)
 
+    @rule(aid=attempts, extend=st.sampled_from([0.0, 0.5]))
+    def owner_heartbeats_at_the_boundary(self, aid: str, extend: float) -> None:
+        """The current owner asks for a new expiry of exactly now (refused) or just after."""
+        owner = self.model.attempts[aid].owner_lease
+        self.heartbeat(aid, self._index_of(aid, owner), extend)
+
     @rule(aid=attempts, writer=st.integers(0, 3), status=st.sampled_from(ACTIVE))
     def update_execution_as(self, aid: str, writer: int, status: str) -> None:
         lease = self._writer(aid, writer)
