@@ -42,8 +42,9 @@ unchanged and never retried. ``read(fn)`` runs in a REPEATABLE READ READ ONLY
 transaction (one consistent snapshot). ``fn`` runs on the caller's thread.
 
 Time. :class:`PostgresClock` (the default clock) reads the database server's
-``clock_timestamp()`` inside the current transaction of this thread, once per
-transaction (later calls in the same transaction return the same instant), so
+``clock_timestamp()`` taken when the current transaction of this thread began
+(read in the same round trip as BEGIN, by the statement that takes the
+snapshot; every call in the transaction returns that instant), so
 every host sharing the database agrees on lease expiry regardless of their own
 clocks. Outside a transaction it asks the server on a pooled connection. Tests
 pass a :class:`~storage.ManualClock` instead.
@@ -110,6 +111,7 @@ DEFAULT_MAX_ATTEMPTS = 30
 CONNECTION_ATTEMPTS = 3
 """Transactions tried per write when the connection is lost before COMMIT."""
 
+_CLOCK_SQL = "SELECT extract(epoch FROM clock_timestamp())::float8"
 _IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _PAGE_FIRST = 16
 _PAGE_MAX = 1024
@@ -543,13 +545,13 @@ class _PgTxn:
         rows: list[Any] = cur.fetchall()
         return rows
 
+    def set_now(self, now: float) -> None:
+        self._now = now
+
     def db_now(self) -> float:
-        """The server's ``clock_timestamp()`` as epoch seconds, read once per transaction."""
+        """The server's ``clock_timestamp()`` (epoch seconds) at this transaction's start."""
         if self._now is None:
-            cur = self._exec(
-                "SELECT extract(epoch FROM clock_timestamp())::float8", (), "clock", "", b""
-            )
-            row = cur.fetchone()
+            row = self._exec(_CLOCK_SQL, (), "clock", "", b"").fetchone()
             self._now = float(row[0])
         return self._now
 
@@ -663,9 +665,7 @@ class PostgresBackend:
         self._enter()
         try:
             with self._pool.connection(timeout=self.pool_timeout) as conn:
-                row = conn.execute(
-                    "SELECT extract(epoch FROM clock_timestamp())::float8"
-                ).fetchone()
+                row = conn.execute(_CLOCK_SQL).fetchone()
                 assert row is not None
                 return float(row[0])
         except self._pg.Error as exc:
@@ -761,14 +761,8 @@ class PostgresBackend:
             raise
         txn = _PgTxn(conn, self._sql, writable=writable)
         try:
-            begin = (
-                "BEGIN ISOLATION LEVEL SERIALIZABLE; SAVEPOINT subagents_fn"
-                if writable
-                else "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
-            )
             try:
-                # Two statements, one round trip; never prepared (cannot be).
-                conn.execute(begin, prepare=False)
+                txn.set_now(self._begin(conn, writable=writable))
             except pg.Error as exc:
                 raise _Abort(exc) from exc
             self._local.txn = txn
@@ -794,6 +788,28 @@ class PostgresBackend:
             return result
         finally:
             self._release(conn)
+
+    @staticmethod
+    def _begin(conn: psycopg.Connection[Any], *, writable: bool) -> float:
+        """Open the transaction; return the server's clock at its snapshot.
+
+        BEGIN, the savepoint (writes) and the clock read go in one round trip
+        (several statements: never prepared). The clock read is the first
+        statement after BEGIN, so it also takes the transaction's snapshot:
+        the store's "now" is the instant its reads are taken at.
+        """
+        begin = (
+            "BEGIN ISOLATION LEVEL SERIALIZABLE; SAVEPOINT subagents_fn; "
+            if writable
+            else "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; "
+        )
+        cur = conn.execute(begin + _CLOCK_SQL, prepare=False)
+        while cur.nextset():
+            pass
+        row = cur.fetchone()
+        if row is None:
+            raise Failed("PostgreSQL returned no clock reading at BEGIN")
+        return float(row[0])
 
     def _commit(self, conn: psycopg.Connection[Any], statement: str, *, in_doubt: bool) -> None:
         """Send ``statement`` (ending in COMMIT). ``in_doubt``: a lost reply leaves
@@ -835,9 +851,10 @@ class PostgresBackend:
 class PostgresClock:
     """Database server time: ``clock_timestamp()`` of the current transaction.
 
-    Inside a backend transaction on this thread, ``now()`` is read from the
-    server once and then repeated for the rest of that transaction (the
-    kernel's "one instant per operation"). Outside one, each call asks the
+    Inside a backend transaction on this thread, ``now()`` is the server's
+    clock read when that transaction began (no extra round trip), the same
+    instant for the whole transaction (the kernel's "one instant per
+    operation"). Outside one, each call asks the
     server. ``monotonic()`` is the local monotonic clock (durations only).
     Safe from any thread.
     """
