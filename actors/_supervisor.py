@@ -169,7 +169,10 @@ class SupervisorActor(pykka.ThreadingActor):
         self.active_by_agent: dict[str, str] = {}  # agent_id -> attempt_id
         self.closing = False
         # An upper bound of this session's undelivered results: the store count at the
-        # last recount plus every terminal since. Admission recounts only at the limit.
+        # last recount plus every attempt since that ended, was lost (reconciliation makes
+        # it a pending result) or may hide behind a lost acceptance response. Admission
+        # recounts only at the limit. (Results of other supervisors of the same session
+        # are counted only at a recount.)
         self.undelivered_estimate = 0
         self.settle_watchers: list[Reply] = []
         self.any_watchers: list[Reply] = []
@@ -315,7 +318,9 @@ class SupervisorActor(pykka.ThreadingActor):
             ) from exc
         except StoreError as exc:
             # A lost response may hide an applied acceptance: it then stays in the store
-            # under our lease, expires and is reconciled as host_process_lost.
+            # under our lease, expires and is reconciled as host_process_lost (a pending
+            # result the estimate must cover).
+            self.undelivered_estimate += 1
             raise BackgroundSubagentError.Durability(
                 "the store did not accept the attempt", attempt_id=attempt_id, agent_id=agent_id
             ) from exc
@@ -489,6 +494,8 @@ class SupervisorActor(pykka.ThreadingActor):
         if entry is None or entry.state != "active":
             return
         entry.state = "lost"
+        # Reconciliation (here or by another host) turns it into a pending result.
+        self.undelivered_estimate += 1
         entry.cancellations.update(message.cancellation_receipts)
         with contextlib.suppress(StoreError):
             entry.record = self.rt.store.load_attempt(message.attempt_id)
