@@ -238,6 +238,24 @@ class DeliveryMachine(ContractMachine):
             a for a in self.claims if self.model.attempts[a].delivery_status == "undelivered"
         )
 
+    @precondition(
+        lambda self: (
+            bool(self._undelivered())
+            and self.model.live_run(self.sid) is None
+            and self.model.sessions[self.sid].status == "active"
+        )
+    )
+    @rule(
+        data=st.data(),
+        variant=st.sampled_from(["exact", "deadline_now", "expired_run_lease", "forged_input"]),
+    )
+    def acquire_an_undelivered_result(self, data: st.DataObject, variant: str) -> None:
+        """With no live run in an active session, a continuation for an undelivered result:
+        admitted when exact, refused for a deadline of now, a dead admission lease or a
+        forged input."""
+        aid = data.draw(st.sampled_from(self._undelivered()), label="attempt")
+        self.acquire_continuation(aid, variant, False)
+
     @precondition(lambda self: bool(self._undelivered()))
     @rule(data=st.data())
     def explicit_claim_and_acknowledge(self, data: st.DataObject) -> None:

@@ -108,9 +108,10 @@ class ReplayMachine(ContractMachine):
         record = self._fresh_record(ttl)
         return record.attempt_id if self.accept(record) else multiple()
 
-    @rule(aid=pending, outcome=OUTCOMES)
-    def first_commit_by_owner(self, aid: str, outcome: str) -> None:
-        """The original owner commits (refused once its lease expired or it is terminal)."""
+    @rule(aid=pending, outcome=OUTCOMES, retention=st.sampled_from([60.0, 0.0]))
+    def first_commit_by_owner(self, aid: str, outcome: str, retention: float) -> None:
+        """The original owner commits (refused once its lease expired or it is terminal, or
+        when the retention deadline is not after now)."""
         stored = self.model.attempts[aid]
         view = stored
         if stored.result_ref is not None:
@@ -124,7 +125,10 @@ class ReplayMachine(ContractMachine):
                 terminal_at=None,
                 terminal_fingerprint=None,
             )
-        self.commit(self.terminal_commit(view, outcome, "late"), "commit_terminal(owner)")
+        self.commit(
+            self.terminal_commit(view, outcome, "late", retention=retention),
+            "commit_terminal(owner)",
+        )
 
     @precondition(lambda self: self.malformed < 3)
     @rule(aid=pending, kind=st.sampled_from(MALFORMED))
