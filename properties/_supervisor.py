@@ -27,7 +27,10 @@ this supervisor outlives the shutdown.
 
 Lease timing uses the example's :class:`~storage.ManualClock`; heartbeats and
 retries run on real time (milliseconds), so a clock advance within the lease
-waits for every live lease to be renewed before the next step.
+waits for every live lease to be renewed before the next step. The store is
+never reopened between steps (a live supervisor holds it), so the
+``lmdb-reopen`` factory runs like ``lmdb`` here. Injected faults are finite
+(fewer per example than the delivery retries), so every fault is transient.
 """
 
 from __future__ import annotations
