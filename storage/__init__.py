@@ -18,6 +18,7 @@ from ._digest import continuation_outcome as continuation_outcome
 from ._digest import input_digest as input_digest
 from ._digest import request_digest as request_digest
 from ._digest import result_digest as result_digest
+from ._digest import retained_view as retained_view
 from ._digest import terminal_fingerprint as terminal_fingerprint
 from ._errors import AlreadyExists as AlreadyExists
 from ._errors import Conflict as Conflict
@@ -116,5 +117,6 @@ __all__ = [
     "input_digest",
     "request_digest",
     "result_digest",
+    "retained_view",
     "terminal_fingerprint",
 ]

@@ -281,7 +281,9 @@ class SessionStore(abc.ABC):
         claimed under ``request.claim_id``) and not suppressed; the session
         active and not fenced; no other run of the session live
         (:class:`RunConflict`). The store re-derives the canonical input from
-        the record and the full artifact content (or the expiry summary),
+        the record and the full artifact content (or the expiry summary, also
+        once the retention deadline has passed even if expiry has not run yet:
+        see :func:`storage.retained_view`),
         requires ``request.run.input`` byte-equal to it and non-empty, the
         run's causal fields (session, parent run, trigger type, profile,
         attempt metadata, trace) and ``request.cause`` equal to the

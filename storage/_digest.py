@@ -11,6 +11,8 @@ import hashlib
 
 import msgspec
 
+from statemachines import RetentionStatus
+
 from ._records import (
     AttemptRecord,
     ContinuationCause,
@@ -116,6 +118,19 @@ def input_digest(parts: tuple[InputPart, ...] | list[InputPart]) -> str:
 def request_digest(payload: object) -> str:
     """Digest of an idempotent request (deterministic JSON of ``payload``)."""
     return _sha(REQUEST_DOMAIN, _json.encode(payload))
+
+
+def retained_view(record: AttemptRecord, now: float) -> AttemptRecord:
+    """``record`` as a consumer may see it at ``now``.
+
+    Content whose retention deadline has passed is treated as expired even
+    before the batched expiry removed it, so it is never delivered: the
+    continuation carries the expiry summary instead.
+    """
+    deadline = record.retention_expires_at
+    if record.retention_status == "expired" or deadline is None or deadline > now:
+        return record
+    return msgspec.structs.replace(record, retention_status=RetentionStatus.EXPIRED)
 
 
 def continuation_outcome(record: AttemptRecord, artifact_content: str | None) -> str:

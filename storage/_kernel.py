@@ -78,6 +78,7 @@ from ._digest import (
     continuation_input,
     request_digest,
     result_digest,
+    retained_view,
     terminal_fingerprint,
 )
 from ._errors import (
@@ -1272,15 +1273,18 @@ class KernelStore(SessionStore):
             _validate_continuation_run(record, run, now)
             if self._run(txn, session_id, run.run_id) is not None:
                 raise AlreadyExists("run already exists", session_id=session_id, run_id=run.run_id)
-            artifact_content = self._continuation_artifact(txn, record)
-            expected = continuation_input(record, artifact_content)
+            # Content past its retention deadline is never delivered, even
+            # before the batched expiry removed it: derive the summary.
+            visible = retained_view(record, now)
+            artifact_content = self._continuation_artifact(txn, visible)
+            expected = continuation_input(visible, artifact_content)
             if tuple(run.input) != expected or not expected:
                 raise Conflict(
                     "run input is not the canonical continuation input",
                     attempt_id=attempt_id,
                     run_id=run.run_id,
                 )
-            cause = continuation_cause(record, expected)
+            cause = continuation_cause(visible, expected)
             if request.cause != cause:
                 raise Conflict(
                     "continuation cause does not match the record",

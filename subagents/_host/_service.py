@@ -57,6 +57,7 @@ from storage import (
     SystemClock,
     continuation_cause,
     continuation_input,
+    retained_view,
 )
 
 from .._agent import Agent
@@ -454,11 +455,16 @@ class HostService:
             if profile not in self.config.profiles:
                 continue  # unknown profile: keep the evidence, no automatic run
             try:
+                # Past its retention deadline the content is not delivered: the
+                # store expects the expiry summary (storage.retained_view).
+                visible = retained_view(record, self.clock.now())
                 content = None
-                if record.retention_status == RetentionStatus.ARTIFACT and record.result_ref:
-                    content = self.store.load_artifact(record.result_ref.artifact_ref or "").content
-                parts = continuation_input(record, content)
-                cause = continuation_cause(record, parts)
+                if visible.retention_status == RetentionStatus.ARTIFACT and visible.result_ref:
+                    content = self.store.load_artifact(
+                        visible.result_ref.artifact_ref or ""
+                    ).content
+                parts = continuation_input(visible, content)
+                cause = continuation_cause(visible, parts)
                 now = self.clock.now()
                 run_id = f"run_{self.ids.uuid4().hex}"
                 admission_id = f"adm_{self.ids.token_hex(8)}"

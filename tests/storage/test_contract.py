@@ -593,6 +593,40 @@ def test_a_continuation_of_an_expired_result_carries_the_expiry_summary(
     assert storage.result_digest("secret durable result") in text
 
 
+def test_a_continuation_past_the_retention_deadline_carries_the_summary_before_expiry_runs(
+    store: SessionStore, clock: ManualClock
+) -> None:
+    # Content whose deadline has passed is never delivered, even if the batched
+    # expiry has not removed it yet: the store derives the expiry summary.
+    setup_session(store, clock)
+    record, _ = committed(store, clock, content="stale durable result")
+    clock.advance(86_400)
+    with pytest.raises(Conflict):
+        store.acquire_continuation(continuation(record, clock))
+    summary = storage.continuation_input(storage.retained_view(record, clock.now()), None)
+    receipt = store.acquire_continuation(continuation(record, clock, parts=summary))
+    text = receipt.run.input[0].text
+    assert "stale durable result" not in text
+    assert storage.result_digest("stale durable result") in text
+
+
+def test_an_artifact_continuation_past_its_deadline_carries_the_summary_not_the_content(
+    store: SessionStore, clock: ManualClock
+) -> None:
+    setup_session(store, clock)
+    running = drive(store, store.accept_attempt(acceptance(clock)), clock)
+    content = "oversized-result-" * 64
+    first = store.commit_terminal(
+        artifact_terminal(running, clock, artifact_ref="artifact:1", content=content, limits=LIMITS)
+    )
+    clock.advance(86_400)
+    with pytest.raises(Conflict):
+        store.acquire_continuation(continuation(first, clock, artifact_content=content))
+    summary = storage.continuation_input(storage.retained_view(first, clock.now()), None)
+    receipt = store.acquire_continuation(continuation(first, clock, parts=summary))
+    assert content not in receipt.run.input[0].text
+
+
 # -- expired claims, live consumers and suppression ----------------------------------------
 
 
