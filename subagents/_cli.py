@@ -3,8 +3,9 @@
 Subcommands: ``serve --stdio | --http`` (the durable RPC host), ``run``
 (one-shot, blocking delegation), ``worker`` (delegation disabled),
 ``diagram`` (mermaid of the lifecycles), ``verify`` (the properties suite),
-``attempts list|show|cancel`` (trusted operations on a data directory), and
-``chat`` / ``demo`` (not built yet).
+``attempts list|show|cancel`` (trusted operations on a data directory),
+``chat`` (interactive, background delegation) and ``demo`` (the offline
+end-to-end story: delegate, steer, cancel, kill, restart, reconcile).
 
 Errors a user can fix (bad config, a busy or corrupt data directory, an
 unknown profile, a model that cannot be resolved) print one readable line and
@@ -301,6 +302,29 @@ def _attempts(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- demo / chat ------------------------------------------------------------------------------
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from ._demo import DemoError, run_demo  # noqa: PLC0415
+
+    try:
+        return run_demo(args.data_dir)
+    except DemoError as exc:
+        raise _CliError(exc.message, exc.fix) from None
+
+
+def _chat(args: argparse.Namespace) -> int:
+    from ._chat import run_chat  # noqa: PLC0415
+
+    return run_chat(
+        config=getattr(args, "config", None) or os.environ.get("SUBAGENTS_CONFIG"),
+        profile=args.profile,
+        data_dir=args.data_dir,
+        wait=args.wait,
+    )
+
+
 def _not_built(name: str) -> int:
     _err().print(
         f'subagents {name}: not built yet. Try `subagents run "..."` or `subagents serve --stdio`.'
@@ -381,8 +405,15 @@ def _build_parser() -> argparse.ArgumentParser:
     for p in (alist, ashow, acancel):
         p.add_argument("--data-dir", required=True, help="the host's data directory")
 
-    sub.add_parser("chat", help="interactive session (not built yet)")
-    sub.add_parser("demo", help="the offline end-to-end demo (not built yet)")
+    chat = sub.add_parser("chat", help="interactive session, background delegation")
+    with_config(chat)
+    chat.add_argument("--profile", help="parent profile (default: host.default_profile)")
+    chat.add_argument("--data-dir", help="durable store (default: in memory)")
+    chat.add_argument(
+        "--wait", type=_positive, default=30.0, help="at EOF, wait this long for late results"
+    )
+    demo = sub.add_parser("demo", help="the offline end-to-end demo (kill, restart, reconcile)")
+    demo.add_argument("--data-dir", help="a new or empty directory (default: a temp dir, kept)")
     return parser
 
 
@@ -400,6 +431,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _verify(args)
         if args.command == "attempts":
             return _attempts(args)
+        if args.command == "demo":
+            return _demo(args)
+        if args.command == "chat":
+            return _chat(args)
         return _not_built(args.command)
     except _CliError as exc:
         return _fail(exc.message, exc.fix)
