@@ -12,7 +12,8 @@ Figures, each against its target:
   <= 100 KiB.
 - ``memory_attempts_per_s``: in-memory delegate -> child completes -> wait
   (which claims and acknowledges the result) throughput, from one caller
-  keeping a window of attempts in flight. Target >= 2,000 attempts/s.
+  keeping a window of attempts in flight; best of several rounds, each on a
+  fresh supervisor. Target >= 2,000 attempts/s.
 - ``durable_ratio``: the same delegation on ``LmdbSessionStore(sync=True)``
   with many callers at once (so the batching writer shares fsyncs between
   attempts), in attempts/s, divided by what one-durable-commit-per-write would
@@ -192,27 +193,31 @@ def run_delegations(supervisor: Any, count: int, window: int) -> float:
 
 
 def measure_memory_throughput(count: int, window: int, rounds: int) -> dict[str, Any]:
+    """Each round on a fresh supervisor (and in-memory store), as a host starts one per
+    session: a supervisor's own tables grow with every attempt it ever ran, which a
+    long single run would measure instead (its last round is reported beside)."""
     from actors import BackgroundSubagentSupervisor
 
-    supervisor = BackgroundSubagentSupervisor(runner=instant_child, limits=limits(window + 8))
     rates = []
     cpu = []
-    try:
-        run_delegations(supervisor, min(count, 500), window)  # warm up
-        for _ in range(rounds):
+    for _ in range(rounds):
+        supervisor = BackgroundSubagentSupervisor(runner=instant_child, limits=limits(window + 8))
+        try:
+            run_delegations(supervisor, min(count, 500), window)  # warm up
             cpu_started = time.process_time()
             seconds = run_delegations(supervisor, count, window)
             cpu.append((time.process_time() - cpu_started) / count * 1e6)
             rates.append(count / seconds)
-    finally:
-        supervisor.shutdown_checked_sync(60)
+        finally:
+            supervisor.shutdown_checked_sync(60)
     best = max(rates)
     return {
         "value": round(best, 1),
         "target_min": THROUGHPUT_TARGET,
         "ok": best >= THROUGHPUT_TARGET,
         "unit": "attempts/s",
-        "method": f"best of {rounds} rounds of {count}, window {window}, one caller",
+        "method": f"best of {rounds} rounds of {count} on a fresh supervisor, window {window}, "
+        "one caller",
         "rounds": [round(r, 1) for r in rates],
         "cpu_us_per_attempt": [round(c) for c in cpu],
     }
