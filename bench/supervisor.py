@@ -194,8 +194,7 @@ def run_delegations(supervisor: Any, count: int, window: int) -> float:
 
 def measure_memory_throughput(count: int, window: int, rounds: int) -> dict[str, Any]:
     """Each round on a fresh supervisor (and in-memory store), as a host starts one per
-    session: a supervisor's own tables grow with every attempt it ever ran, which a
-    long single run would measure instead (its last round is reported beside)."""
+    session: a supervisor's own tables grow with every attempt it ever ran."""
     from actors import BackgroundSubagentSupervisor
 
     rates = []
