@@ -120,10 +120,12 @@ class _Chat:
                 and a.continuation_run_id is None
             ):
                 self.shown.add(a.attempt_id)
+                ref = a.result_ref
+                text = (ref.content or ref.error or "") if ref is not None else ""
                 self.console.print(
                     f"[magenta]↳ background result from {escape(a.subagent_name)}[/] "
-                    f"[dim]({escape(a.attempt_id)})[/]: {a.execution_status}, handed to the "
-                    "parent inside its run (no continuation run needed)",
+                    f"[dim]({escape(a.attempt_id)})[/]: {escape(text) or a.execution_status} "
+                    "[dim](handed to the parent inside a run: no continuation run needed)[/]",
                     highlight=False,
                 )
 

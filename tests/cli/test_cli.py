@@ -82,13 +82,6 @@ def test_unknown_profile_bad_config_and_missing_config(tmp_path: Path) -> None:
     assert_readable_error(run_cli("serve", "--http", "--config", str(typo)), "hots: unknown key")
 
 
-def test_stubs_say_not_built_yet() -> None:
-    for name in ("chat", "demo"):
-        proc = run_cli(name)
-        assert proc.returncode == 2
-        assert "not built yet" in proc.stderr
-
-
 def test_verify_runs_the_properties_suite() -> None:
     proc = run_cli("verify", "--machine", "fencing", "--store", "memory")
     assert proc.returncode == 0, proc.stderr + proc.stdout
