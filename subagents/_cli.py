@@ -312,6 +312,11 @@ def _demo(args: argparse.Namespace) -> int:
         return run_demo(args.data_dir)
     except DemoError as exc:
         raise _CliError(exc.message, exc.fix) from None
+    except (SubagentsError, OSError, ValueError, RuntimeError) as exc:
+        raise _CliError(
+            f"the demo failed: {type(exc).__name__}: {exc}",
+            "rerun with a fresh --data-dir; if it fails again, please report it",
+        ) from None
 
 
 def _chat(args: argparse.Namespace) -> int:

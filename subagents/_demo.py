@@ -71,8 +71,9 @@ class HostProcess:
         env = dict(os.environ)
         env[GATES_ENV] = str(gates)
         env.pop("SUBAGENTS_CONFIG", None)
-        root = str(Path(__file__).resolve().parents[1])
-        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+        root = Path(__file__).resolve().parents[1]
+        if (root / "pyproject.toml").is_file():  # a checkout: the host imports this copy
+            env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
         self.owner = owner
         self.proc = subprocess.Popen(
             [
