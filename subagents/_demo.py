@@ -1,9 +1,9 @@
 """``subagents demo``: the offline end-to-end story of durable background delegation.
 
-It starts the real host (``python -m subagents._demo serve --stdio``: the
-``subagents`` CLI plus the scripted ``demo:`` models of
-:mod:`._demo_models`) on a fresh LMDB data directory, and drives it over
-JSON-RPC:
+It starts the real host as a subprocess (``python -m subagents._demo host``:
+what ``subagents serve --stdio`` serves, on the shipped demo config, plus the
+scripted ``demo:`` models of :mod:`._demo_models` and seeded ids) on a fresh
+LMDB data directory, and drives it over JSON-RPC:
 
 1. a parent run delegates in the background to ``researcher`` and
    ``reviewer``, steers the researcher and cancels the reviewer;
@@ -15,7 +15,8 @@ JSON-RPC:
 5. the store is checked (one terminal record per attempt, one continuation run
    per delivered result) and a timeline of every attempt is printed.
 
-Run as ``python -m subagents._demo serve ...`` it is the host itself.
+``python -m subagents._demo host DATA_DIR OWNER SEED`` is that host;
+``python -m subagents._demo ARGS`` is the CLI with the ``demo:`` models.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ class DemoError(Exception):
 class HostProcess:
     """One ``serve --stdio`` host subprocess; replies matched by id, events collected."""
 
-    def __init__(self, data_dir: Path, owner: str, gates: Path) -> None:
+    def __init__(self, data_dir: Path, owner: str, gates: Path, seed: int) -> None:
         env = dict(os.environ)
         env[GATES_ENV] = str(gates)
         env.pop("SUBAGENTS_CONFIG", None)
@@ -76,21 +77,7 @@ class HostProcess:
             env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
         self.owner = owner
         self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "subagents._demo",
-                "serve",
-                "--stdio",
-                "--config",
-                str(DEMO_CONFIG),
-                "--data-dir",
-                str(data_dir),
-                "--owner",
-                owner,
-                "--tick",
-                "0.1",
-            ],
+            [sys.executable, "-m", "subagents._demo", "host", str(data_dir), owner, str(seed)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -320,7 +307,7 @@ class Demo:
         self.notes.append((time.time(), subagent, transition, detail))
 
     def start_host(self, owner: str) -> HostProcess:
-        host = HostProcess(self.data_dir, owner, self.gates)
+        host = HostProcess(self.data_dir, owner, self.gates, seed=len(self.hosts) + 1)
         self.hosts.append(host)
         host.call("initialize", {"protocol_version": "1"})
         return host
@@ -646,8 +633,36 @@ def run_demo(data_dir: str | None = None, console: Console | None = None) -> int
     return 0
 
 
-if __name__ == "__main__":
+def serve_host(data_dir: str, owner: str, seed: int) -> int:
+    """The demo's host process: ``subagents serve --stdio`` on the demo config, plus the
+    scripted ``demo:`` models and seeded ids (each host its own seed: reproducible ids)."""
+    import argparse  # noqa: PLC0415
+    import asyncio  # noqa: PLC0415
+    import logging  # noqa: PLC0415
+
+    from storage import SeededIds  # noqa: PLC0415
+
+    from ._cli import _serve_async  # noqa: PLC0415
+    from ._host import load_host_config, open_host  # noqa: PLC0415
+
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     register_demo_models()
-    from ._cli import main  # the host: the CLI plus the demo models
+    service = open_host(
+        load_host_config(DEMO_CONFIG),
+        data_dir=data_dir,
+        host_instance_id=owner,
+        ids=SeededIds(seed),
+        tick_seconds=0.1,
+    )
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve_async(service, argparse.Namespace(stdio=True)))
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["host"]:
+        sys.exit(serve_host(sys.argv[2], sys.argv[3], int(sys.argv[4])))
+    register_demo_models()
+    from ._cli import main  # the CLI plus the demo models
 
     sys.exit(main(sys.argv[1:]))
