@@ -627,6 +627,10 @@ def run_demo(data_dir: str | None = None, console: Console | None = None) -> int
     console.print(runs_table(final))
     console.print(f"[bold]data lives in[/] {directory}")
     console.print(f"  {directory / 'lmdb'}  sessions, runs, attempts, results and the event log")
+    console.print(
+        f"  {len(final.events)} events of session {SESSION!r}, {len(final.runs)} runs, "
+        f"{len(final.attempts)} attempts (replay: events.replay over serve --stdio)"
+    )
     console.print(f"  {directory / 'host.lock'}  the serving host's lock (free now)")
     console.print(f"  inspect: subagents attempts list --data-dir {directory}")
     console.print("[bold green]demo finished[/]")
