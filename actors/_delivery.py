@@ -21,13 +21,13 @@ import msgspec
 from statemachines import RetentionStatus
 from storage import (
     AttemptRecord,
+    Conflict,
     Delivered,
     DeliveryClaim,
     DeliveryClaimed,
     IdSource,
     NotFound,
     Retryable,
-    RetryableStorage,
     SessionStore,
     StoreError,
     continuation_outcome,
@@ -42,6 +42,8 @@ T = TypeVar("T")
 
 DELIVERY_RETRIES = 8
 """Tries of one claim, acknowledgement or release before its failure surfaces."""
+VERDICTS = (Delivered, DeliveryClaimed, Conflict, NotFound)
+"""Store answers about the delivery itself: never retried."""
 
 
 class DeltaBox:
@@ -90,17 +92,22 @@ class Deliverer:
         self.session_id = session_id
 
     def _retrying(self, call: Callable[[], T]) -> T:
-        """``call()``, retried on a transient store failure (``RetryableStorage``).
+        """``call()``, retried while the store's answer is not a verdict.
 
-        Only exact replays are retried (the same claim, the same claim id), which
-        the store answers with Ok when the first try applied and its response was
-        lost. Up to :data:`DELIVERY_RETRIES` tries, at most the retry interval apart.
+        Only exact replays are retried (the same claim, the same claim id, the same
+        release), which the store answers with Ok when the first try applied and its
+        response was lost; so any failure that is not a verdict on the delivery
+        (``Delivered``, ``DeliveryClaimed``, ``Conflict``, ``NotFound``) is retried:
+        a transient ``RetryableStorage`` as well as a lost or garbled response. Up to
+        :data:`DELIVERY_RETRIES` tries, at most the retry interval apart.
         """
         pause = min(self.limits.retry_interval_for(self.limits.lease_ttl), 0.05)
         for _ in range(DELIVERY_RETRIES - 1):
             try:
                 return call()
-            except RetryableStorage:
+            except VERDICTS:
+                raise
+            except StoreError:
                 time.sleep(pause)
         return call()
 

@@ -6,7 +6,8 @@ delegate (new and continued agents, unknown agent ids), steer (idempotent ids,
 conflicts, a full queue), cancel (idempotent ids, conflicting reasons), wait
 (one attempt, unknown ids, all), the parent's next turn (``take_pending``),
 ``subagent_info``, children that take a turn, complete, fail or raise, injected
-store faults (transient failures before the write, lost responses after it),
+store faults (transient failures before the write, lost responses after it,
+typed as transient or untyped),
 store time moving (within the lease, and past it so every live attempt is
 lost and reconciled) and checked shutdown.
 
@@ -65,6 +66,7 @@ from storage import (
     AttemptRecord,
     Delivered,
     DeliveryClaim,
+    Failed,
     ManualClock,
     SeededIds,
     SessionStore,
@@ -878,13 +880,19 @@ class SupervisorMachine(RuleBasedStateMachine):
     @precondition(lambda self: not self.closed and self.fault_budget > 0)
     @rule(
         op=st.sampled_from(FAULT_OPS),
-        mode=st.sampled_from(["raise", "lost"]),
+        mode=st.sampled_from(["raise", "lost", "lost-untyped"]),
         times=st.integers(1, 2),
     )
     def inject_fault(self, op: str, mode: str, times: int) -> None:
         times = min(times, self.fault_budget)
         self.fault_budget -= times
-        self.faulty.plan(op, Fault(times, mode=mode))
+        if mode == "lost-untyped":
+            # The write applied, then a failure that says nothing about it (not
+            # RetryableStorage): the supervisor must find out what happened.
+            fault = Fault(times, error=lambda: Failed("injected: response lost"), mode="lost")
+        else:
+            fault = Fault(times, mode=mode)
+        self.faulty.plan(op, fault)
         self.path("fault", f"{op} {mode}")
 
     @precondition(lambda self: not self.closed)
