@@ -40,6 +40,10 @@ from ._kernel import KernelStore as KernelStore
 from ._lmdb import LmdbBackend as LmdbBackend
 from ._lmdb import LmdbSessionStore as LmdbSessionStore
 from ._memory import MemorySessionStore as MemorySessionStore
+from ._postgres import DriverMissing as DriverMissing
+from ._postgres import PostgresBackend as PostgresBackend
+from ._postgres import PostgresClock as PostgresClock
+from ._postgres import PostgresSessionStore as PostgresSessionStore
 from ._records import ASYNC_SUBAGENT_RESULT as ASYNC_SUBAGENT_RESULT
 from ._records import SCHEMA_VERSION as SCHEMA_VERSION
 from ._records import AcquireContinuation as AcquireContinuation
@@ -80,6 +84,7 @@ __all__ = [
     "DeliveryClaim",
     "DeliveryClaimed",
     "DeliveryRelease",
+    "DriverMissing",
     "Failed",
     "IdSource",
     "IdempotencyConflict",
@@ -93,6 +98,9 @@ __all__ = [
     "MemorySessionStore",
     "NotFound",
     "OwnerLease",
+    "PostgresBackend",
+    "PostgresClock",
+    "PostgresSessionStore",
     "QuotaExceeded",
     "RandomIds",
     "ResultRef",

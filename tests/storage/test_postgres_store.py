@@ -540,6 +540,8 @@ PROPERTY_BUDGET = settings(
 ``python -m properties --store postgres`` runs the full ``ci`` profile."""
 
 
+# pg_database: the server must answer (CI) or the test is skipped (elsewhere).
+@pytest.mark.usefixtures("pg_database")
 @pytest.mark.parametrize("machine", ["fencing", "replay", "delivery", "retention", "supervisor"])
 def test_the_property_machines_pass_on_postgres(machine: str) -> None:
     from properties import run_machine
