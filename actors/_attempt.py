@@ -242,7 +242,7 @@ class AttemptActor(pykka.ThreadingActor):
         if self.first_beat:
             beat = self._timer("heartbeat")
         try:
-            self.rt.soon(self._create_task, beat)
+            self.rt.loop.call_soon_threadsafe(self._create_task, beat)
             self.first_beat = False
         except RuntimeError as exc:  # the loop is closed
             self.child_done = True
@@ -291,7 +291,7 @@ class AttemptActor(pykka.ThreadingActor):
     def _abort_task(self) -> None:
         """Cancel the child's task (from the actor thread)."""
         try:
-            self.rt.soon(self._cancel_task)
+            self.rt.loop.call_soon_threadsafe(self._cancel_task)
         except RuntimeError:
             # The loop is closed: the task is gone with it.
             self._tell_self(ChildFinished(outcome=None, error=None, cancelled=True))

@@ -235,9 +235,6 @@ class Runtime:
     threads_lock: threading.Lock = field(default_factory=threading.Lock)
     threads: list[threading.Thread] = field(default_factory=list)
     machines: MachinePool = field(default_factory=MachinePool)
-    soon_lock: threading.Lock = field(default_factory=threading.Lock)
-    soon_queue: list[tuple[Callable[..., Any], tuple[Any, ...]]] = field(default_factory=list)
-    soon_armed: bool = False
     ended: dict[str, str] = field(default_factory=dict)
     """attempt_id -> ``terminal`` | ``lost`` once the supervisor announced its end.
     Written by the supervisor actor only; read by ``wait`` without a round trip."""
@@ -261,39 +258,6 @@ class Runtime:
             self.threads = [t for t in self.threads if t.is_alive()]
             self.threads.append(threading.current_thread())
 
-    def soon(self, fn: Callable[..., Any], *args: Any) -> None:
-        """Run ``fn(*args)`` on the loop thread soon, in submission order (thread-safe).
-
-        Like ``loop.call_soon_threadsafe``, but calls submitted while the loop has
-        not yet run the previous ones share one wake-up of the loop (one write to
-        its self-pipe, a system call that also hands the GIL around). Raises
-        ``RuntimeError`` when the loop is closed.
-        """
-        if self.loop.is_closed():
-            raise RuntimeError("the event loop is closed")
-        with self.soon_lock:
-            self.soon_queue.append((fn, args))
-            if self.soon_armed:
-                return
-            self.soon_armed = True
-        try:
-            self.loop.call_soon_threadsafe(self._run_soon)
-        except RuntimeError:
-            with self.soon_lock:
-                self.soon_armed = False
-                self.soon_queue.clear()
-            raise
-
-    def _run_soon(self) -> None:
-        with self.soon_lock:
-            batch, self.soon_queue = self.soon_queue, []
-            self.soon_armed = False
-        for fn, args in batch:
-            try:
-                fn(*args)
-            except Exception:  # one caller's bug never drops the others' calls
-                log.exception("loop callback %r raised", fn)
-
     def later(self, delay: float, fn: Callable[[], Any]) -> None:
         """Run ``fn`` on the loop thread after ``delay`` seconds (thread-safe).
 
@@ -304,6 +268,6 @@ class Runtime:
             self.loop.call_later(max(0.0, delay), fn)
 
         try:
-            self.soon(arm)
+            self.loop.call_soon_threadsafe(arm)
         except RuntimeError:
             log.debug("timer dropped: the event loop is closed")
