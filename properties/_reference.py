@@ -71,9 +71,8 @@ DECISIONS: tuple[str, ...] = (
     "may be Ok or Conflict.",
     "reconcile() terminalizes expired attempts of a deletion-fenced session too; its "
     "synthesized failure must replay exactly (TerminalCommit of the stored record is Ok).",
-    "acquire_continuation in the window where an artifact's expires_at passed but "
-    "expire_retention has not run may be Ok or Conflict (the kernel stores accept the full "
-    "content there although load_artifact already answers NotFound).",
+    "Once a result's retention deadline has passed, acquire_continuation derives the expiry "
+    "summary even before expire_retention ran (content past its deadline is never delivered).",
     "After delivery the stored `delivery_claim` is not compared (a store may keep or clear it).",
     "acquire_continuation's `claim_deadline` bounds the claim it takes; when the attempt is "
     "already claimed under `request.claim_id` a past deadline is not refused.",
@@ -869,6 +868,13 @@ class Reference:
     ) -> tuple[tuple[InputPart, ...], ContinuationCause, bool]:
         """The canonical input and cause the store must derive now (and whether ambiguous)."""
         rec = self.attempts[attempt_id]
+        deadline = rec.retention_expires_at
+        if rec.retention_status != "expired" and deadline is not None and deadline <= self.now():
+            # Content past its retention deadline is never delivered, even before
+            # expire_retention ran: the continuation carries the expiry summary.
+            view = msgspec.structs.replace(rec, retention_status="expired")
+            parts = continuation_input(view, None)
+            return parts, continuation_cause(view, parts), False
         content, ambiguous = self.artifact_content(rec)
         parts = continuation_input(rec, content)
         return parts, continuation_cause(rec, parts), ambiguous
