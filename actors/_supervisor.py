@@ -423,7 +423,8 @@ class SupervisorActor(pykka.ThreadingActor):
 
     def watch(self, attempt_id: str | None, reply: Reply) -> None:
         """Answer ``(entry_state, record, future)``; the future resolves with the
-        entry state once the attempt is terminal (persisted) or lost."""
+        entry state once the attempt is terminal (persisted) or lost, and at once
+        (``not_found``) for an attempt this supervisor does not know."""
         done: Reply = concurrent.futures.Future()
         if attempt_id is None:
             if not self.active_by_agent or any(
@@ -437,6 +438,7 @@ class SupervisorActor(pykka.ThreadingActor):
             return
         entry = self.entries.get(attempt_id)
         if entry is None:
+            resolve(done, "not_found")  # nothing to wait for: the wait answers at once
             resolve(reply, ("not_found", sorted(self.entries), done))
             return
         if entry.state == "active":
