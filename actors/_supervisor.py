@@ -893,13 +893,18 @@ class BackgroundSubagentSupervisor:
         if ended is not None:
             return await asyncio.to_thread(self._finish_wait, attempt_id, ended, None, ended)
         state, payload, done = await asyncio.wrap_future(self._call("watch", attempt_id))
-        try:
-            outcome = await asyncio.wait_for(
-                asyncio.shield(asyncio.wrap_future(done)),
-                max(0.0, deadline - time.monotonic()),
-            )
-        except TimeoutError:
-            outcome = None
+        if done.done():
+            # Already ended: a wrapped future resolves only on the loop's next pass, which
+            # ``wait_for`` with a zero timeout would not give it.
+            outcome = done.result()
+        else:
+            try:
+                outcome = await asyncio.wait_for(
+                    asyncio.shield(asyncio.wrap_future(done)),
+                    max(0.0, deadline - time.monotonic()),
+                )
+            except TimeoutError:
+                outcome = None
         return await asyncio.to_thread(self._finish_wait, attempt_id, state, payload, outcome)
 
     def _ended(self, attempt_id: str | None) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from actor_helpers import SupervisorFactory
+from actor_helpers import SupervisorFactory, wait_terminal
 
 from actors import ChildControl, ChildOutcome, ChildRequest
 
@@ -32,5 +32,46 @@ def test_wait_on_an_unknown_attempt_answers_not_found_at_once(
         result = await supervisor.wait("subattempt_nope", 30)
         assert result.status == "not_found"
         assert time.monotonic() - begun < 5.0
+
+    asyncio.run(main())
+
+
+def test_a_zero_wait_on_an_ended_attempt_returns_its_terminal_result(
+    make_supervisor: SupervisorFactory,
+) -> None:
+    supervisor = make_supervisor(runner=quick_runner)
+    first = supervisor.delegate_sync("research", "a").attempt_id
+    second = supervisor.delegate_sync("research", "b").attempt_id
+    assert wait_terminal(supervisor, first) == "terminal"
+    assert wait_terminal(supervisor, second) == "terminal"
+
+    waited = supervisor.wait_sync(first, 0)
+    assert (waited.status, waited.timed_out, waited.result) == ("completed", False, "out:a")
+    assert waited.delivery_status == "delivered"
+
+    async def main() -> None:
+        result = await supervisor.wait(second, 0)
+        assert (result.status, result.timed_out, result.result) == ("completed", False, "out:b")
+
+    asyncio.run(main())
+
+
+def test_a_zero_wait_that_learns_of_the_end_from_the_supervisor_actor_is_not_timed_out(
+    make_supervisor: SupervisorFactory,
+) -> None:
+    """The end announced between the fast ``ended`` check and the watch (forced here)."""
+    supervisor = make_supervisor(runner=quick_runner)
+    first = supervisor.delegate_sync("research", "a").attempt_id
+    second = supervisor.delegate_sync("research", "b").attempt_id
+    assert wait_terminal(supervisor, first) == "terminal"
+    assert wait_terminal(supervisor, second) == "terminal"
+    supervisor._ended = lambda attempt_id: None  # type: ignore[method-assign]
+
+    waited = supervisor.wait_sync(first, 0)
+    assert (waited.status, waited.timed_out, waited.result) == ("completed", False, "out:a")
+
+    async def main() -> None:
+        result = await supervisor.wait(second, 0)
+        assert (result.status, result.timed_out, result.result) == ("completed", False, "out:b")
 
     asyncio.run(main())
