@@ -82,6 +82,10 @@ class WaitResult(_Value, frozen=True, kw_only=True):
     without result when another consumer owns it (``owned_elsewhere=True``,
     ``delivery_status`` ``claimed`` or ``delivered``); and ``status ==
     "summary"`` with ``attempts`` when no attempt_id was given.
+
+    ``context_delta`` is the child's delta when this wait delivered the result
+    in the process that ran it (apply it once); it is not part of ``to_value()``,
+    so the tool result's shape does not change.
     """
 
     status: str
@@ -100,6 +104,15 @@ class WaitResult(_Value, frozen=True, kw_only=True):
     known_attempt_ids: list[str] | None = None
     attempts: list[AttemptSummary] | None = None
     message: str | None = None
+    context_delta: Any = None
+
+    def to_value(self) -> dict[str, Any]:
+        # The delta is an arbitrary in-process object: it never goes to the model.
+        value: dict[str, Any] = msgspec.to_builtins(
+            msgspec.structs.replace(self, context_delta=None)
+        )
+        value.pop("context_delta", None)
+        return value
 
 
 class InfoResult(_Value, frozen=True, kw_only=True):

@@ -967,6 +967,7 @@ class BackgroundSubagentSupervisor:
             cancellation_reason=result.cancellation_reason,
             result=result.output,
             error=result.error,
+            context_delta=result.context_delta,
         )
 
     def _elsewhere(self, attempt_id: str, delivery: str | None) -> WaitResult:

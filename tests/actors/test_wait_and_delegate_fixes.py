@@ -7,7 +7,7 @@ import time
 
 from actor_helpers import SupervisorFactory, wait_terminal
 
-from actors import ChildControl, ChildOutcome, ChildRequest
+from actors import ChildControl, ChildOutcome, ChildRequest, WaitResult
 
 
 async def quick_runner(request: ChildRequest, control: ChildControl) -> ChildOutcome:
@@ -73,5 +73,33 @@ def test_a_zero_wait_that_learns_of_the_end_from_the_supervisor_actor_is_not_tim
     async def main() -> None:
         result = await supervisor.wait(second, 0)
         assert (result.status, result.timed_out, result.result) == ("completed", False, "out:b")
+
+    asyncio.run(main())
+
+
+def test_a_result_delivered_by_wait_carries_its_context_delta_outside_the_tool_value(
+    make_supervisor: SupervisorFactory,
+) -> None:
+    supervisor = make_supervisor(runner=quick_runner)
+    first = supervisor.delegate_sync("research", "a").attempt_id
+    second = supervisor.delegate_sync("research", "b").attempt_id
+
+    waited = supervisor.wait_sync(first, 10)
+    assert (waited.status, waited.delivery_status) == ("completed", "delivered")
+    assert waited.context_delta == {"history": ["a"]}
+    value = waited.to_value()
+    assert "context_delta" not in value
+    assert value["result"] == "out:a"
+    assert WaitResult.from_value(value).context_delta is None
+
+    # Delivered once: a second wait sees it owned elsewhere, without the delta.
+    again = supervisor.wait_sync(first, 0)
+    assert again.owned_elsewhere and again.context_delta is None
+
+    async def main() -> None:
+        result = await supervisor.wait(second, 10)
+        assert result.status == "completed"
+        assert result.context_delta == {"history": ["b"]}
+        assert "context_delta" not in result.to_value()
 
     asyncio.run(main())
