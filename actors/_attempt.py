@@ -431,6 +431,8 @@ class AttemptActor(pykka.ThreadingActor):
             return
         outcome = message.outcome
         if self.cancel_requested:
+            # The cancelled result still carries what the child consumed and returned.
+            self._keep_consumption(outcome)
             decision = self._cancel_decision()
         elif message.cancelled:
             self.cancel_reason = "the child task was cancelled"
@@ -442,16 +444,10 @@ class AttemptActor(pykka.ThreadingActor):
                 failure_category=EXECUTION_ERROR,
             )
         elif isinstance(outcome, ChildOutcome.Completed) and isinstance(outcome.output, str):
-            self.context_delta = outcome.context_delta
-            self.usage = dict(outcome.usage)
-            if outcome.child_run_id is not None:
-                self.child_run_id = outcome.child_run_id
+            self._keep_consumption(outcome)
             decision = _Decision(status=ExecutionStatus.COMPLETED, output=outcome.output)
         elif isinstance(outcome, ChildOutcome.Failed) and isinstance(outcome.error, str):
-            self.context_delta = outcome.context_delta
-            self.usage = dict(outcome.usage)
-            if outcome.child_run_id is not None:
-                self.child_run_id = outcome.child_run_id
+            self._keep_consumption(outcome)
             decision = _Decision(
                 status=ExecutionStatus.FAILED,
                 error=outcome.error,
@@ -465,6 +461,15 @@ class AttemptActor(pykka.ThreadingActor):
             )
         self._decide(decision)
         self._pump()
+
+    def _keep_consumption(self, outcome: ChildOutcome | None) -> None:
+        """Keep the context delta, usage and child run id of a completed or failed outcome."""
+        if not isinstance(outcome, (ChildOutcome.Completed, ChildOutcome.Failed)):
+            return
+        self.context_delta = outcome.context_delta
+        self.usage = dict(outcome.usage)
+        if outcome.child_run_id is not None:
+            self.child_run_id = outcome.child_run_id
 
     def _decide(self, decision: _Decision, *, force: bool = False) -> None:
         """Choose the terminal outcome once; a forced decision (a raising finalizer)

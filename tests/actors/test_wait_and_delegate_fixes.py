@@ -7,7 +7,7 @@ import time
 
 from actor_helpers import SupervisorFactory, wait_terminal
 
-from actors import ChildControl, ChildOutcome, ChildRequest, WaitResult
+from actors import ChildControl, ChildOutcome, ChildRequest, SupervisorLimits, WaitResult
 
 
 async def quick_runner(request: ChildRequest, control: ChildControl) -> ChildOutcome:
@@ -103,3 +103,37 @@ def test_a_result_delivered_by_wait_carries_its_context_delta_outside_the_tool_v
         assert "context_delta" not in result.to_value()
 
     asyncio.run(main())
+
+
+def test_a_cancelled_attempt_keeps_the_delta_and_usage_its_child_returned(
+    make_supervisor: SupervisorFactory,
+) -> None:
+    async def cooperative(request: ChildRequest, control: ChildControl) -> ChildOutcome:
+        control.report_child_run_id(f"child-{request.prompt}")
+        await control.wait_cancelled()
+        return ChildOutcome.completed(
+            "partial",
+            context_delta={"history": [request.prompt, "stopped"]},
+            usage={"tokens": 5},
+            child_run_id=f"child-{request.prompt}",
+        )
+
+    supervisor = make_supervisor(
+        runner=cooperative, limits=SupervisorLimits(heartbeat_interval=0.01, cancellation_grace=30)
+    )
+    first = supervisor.delegate_sync("research", "a").attempt_id
+    second = supervisor.delegate_sync("research", "b").attempt_id
+    for attempt_id in (first, second):
+        assert supervisor.cancel_sync(attempt_id, "enough").status == "cancellation_requested"
+
+    waited = supervisor.wait_sync(first, 10)
+    assert (waited.status, waited.cancellation_reason) == ("cancelled", "enough")
+    assert waited.context_delta == {"history": ["a", "stopped"]}
+
+    assert wait_terminal(supervisor, second) == "terminal"
+    [result] = supervisor.take_pending_sync()
+    assert (result.status, result.cancellation_reason) == ("cancelled", "enough")
+    assert result.output is None
+    assert result.context_delta == {"history": ["b", "stopped"]}
+    assert result.usage == {"tokens": 5}
+    assert result.child_run_id == "child-b"
