@@ -130,6 +130,7 @@ class DelegateRequest:
     runner: ChildRunner | None
     parent_run_id: str
     metadata: dict[str, Any]
+    profile: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -301,6 +301,7 @@ class SupervisorActor(pykka.ThreadingActor):
             ),
             accepted_at=now,
             updated_at=now,
+            profile=req.profile or "",
         )
         try:
             stored = rt.store.accept_attempt(record)
@@ -740,6 +741,7 @@ class BackgroundSubagentSupervisor:
         runner: ChildRunner | None = None,
         parent_run_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        profile: str | None = None,
     ) -> DelegateResult:
         """Accept a background attempt and return at once (it runs on the loop).
 
@@ -747,7 +749,9 @@ class BackgroundSubagentSupervisor:
         "continued"``, fresh ``attempt_id``); an unknown one, or one bound to
         another subagent, is ``NotFound``; one with an active attempt is
         ``ActiveConversation``. Also ``Closing``, ``QuotaExceeded``,
-        ``PromptTooLarge``, ``Durability``.
+        ``PromptTooLarge``, ``Durability``. ``profile`` is recorded in the durable
+        attempt record (``AttemptRecord.profile``, ``""`` when not given), so a
+        continuation run of its result runs with it.
         """
         reply = self._call(
             "delegate",
@@ -759,6 +763,7 @@ class BackgroundSubagentSupervisor:
                 runner=runner,
                 parent_run_id=parent_run_id or self.parent_run_id,
                 metadata=dict(metadata or {}),
+                profile=profile,
             ),
         )
         result: DelegateResult = reply.result()
@@ -774,6 +779,7 @@ class BackgroundSubagentSupervisor:
         runner: ChildRunner | None = None,
         parent_run_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        profile: str | None = None,
     ) -> DelegateResult:
         """Coroutine twin of :meth:`delegate_sync`."""
         reply = self._call(
@@ -786,6 +792,7 @@ class BackgroundSubagentSupervisor:
                 runner=runner,
                 parent_run_id=parent_run_id or self.parent_run_id,
                 metadata=dict(metadata or {}),
+                profile=profile,
             ),
         )
         result: DelegateResult = await asyncio.wrap_future(reply)

@@ -8,6 +8,7 @@ import time
 from actor_helpers import SupervisorFactory, wait_terminal
 
 from actors import ChildControl, ChildOutcome, ChildRequest, SupervisorLimits, WaitResult
+from storage import SessionStore
 
 
 async def quick_runner(request: ChildRequest, control: ChildControl) -> ChildOutcome:
@@ -137,3 +138,25 @@ def test_a_cancelled_attempt_keeps_the_delta_and_usage_its_child_returned(
     assert result.context_delta == {"history": ["b", "stopped"]}
     assert result.usage == {"tokens": 5}
     assert result.child_run_id == "child-b"
+
+
+def test_delegate_writes_its_profile_into_the_durable_attempt_record(
+    store: SessionStore, make_supervisor: SupervisorFactory
+) -> None:
+    # ``store`` first: the supervisors shut down before the store closes.
+    supervisor = make_supervisor(runner=quick_runner, store=store)
+    with_profile = supervisor.delegate_sync("research", "a", profile="analyst")
+    without = supervisor.delegate_sync("research", "b")
+
+    async def main() -> str:
+        accepted = await supervisor.delegate(
+            "research", "c", agent_id=with_profile.agent_id, profile="analyst-2"
+        )
+        return accepted.attempt_id
+
+    assert wait_terminal(supervisor, with_profile.attempt_id) == "terminal"
+    continued = asyncio.run(main())
+    assert store.load_attempt(with_profile.attempt_id).profile == "analyst"
+    assert store.load_attempt(without.attempt_id).profile == ""
+    assert store.load_attempt(continued).profile == "analyst-2"
+    assert "profile" not in with_profile.to_value()
