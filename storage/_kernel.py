@@ -50,6 +50,7 @@ to now; the aggregate artifact quota reads ``Q`` entries from now on
 from __future__ import annotations
 
 import math
+import operator
 import struct
 from typing import Any, TypeVar
 
@@ -1567,6 +1568,13 @@ _TERMINAL_FIELDS = (
     "child_run_id",
 )
 
+# Every other field, read as one tuple: comparing these tuples is the same test
+# as replacing the terminal fields and comparing whole records, without
+# building a record copy on the commit path.
+_STABLE_FIELDS = operator.attrgetter(
+    *(name for name in AttemptRecord.__struct_fields__ if name not in _TERMINAL_FIELDS)
+)
+
 
 def _validate_terminal(
     stored: AttemptRecord, commit: TerminalCommit, now: float, fingerprint: str
@@ -1579,8 +1587,7 @@ def _validate_terminal(
     def bad(why: str, **fields: Any) -> InvalidRecord:
         return InvalidRecord(f"not a canonical terminal commit: {why}", attempt_id=aid, **fields)
 
-    same = _replace(record, **{name: getattr(stored, name) for name in _TERMINAL_FIELDS})
-    if same != stored:
+    if _STABLE_FIELDS(record) != _STABLE_FIELDS(stored):
         raise bad("only terminal fields may change")
     if record.child_run_id != stored.child_run_id and stored.child_run_id is not None:
         raise bad("child_run_id is already set")
