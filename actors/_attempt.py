@@ -35,6 +35,7 @@ import contextlib
 import inspect
 import logging
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -490,15 +491,22 @@ class AttemptActor(pykka.ThreadingActor):
 
     def _timer(self, kind: str) -> Callable[[], None]:
         """The loop-side callback of a timer: tell this actor ``Tick(kind)`` unless the
-        attempt already ended (then the tick is moot and the actor may be gone)."""
-        ref = self.actor_ref
+        attempt already ended (then the tick is moot and the actor may be gone).
+
+        The loop's timer holds the actor only weakly: a heartbeat timer outlives its
+        attempt by up to an interval, and an actor kept that long by the timer alone
+        reaches the oldest GC generation, whose full collections then stall every
+        thread. A collected actor had stopped (pykka's registry holds live ones).
+        """
+        actor = weakref.ref(self)
         tick = Tick(kind)
 
         def fire() -> None:
-            if self.terminal or self.lost:
+            me = actor()
+            if me is None or me.terminal or me.lost:
                 return
             with contextlib.suppress(pykka.ActorDeadError):
-                ref.tell(tick)
+                me.actor_ref.tell(tick)
 
         return fire
 
