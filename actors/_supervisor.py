@@ -731,6 +731,30 @@ class BackgroundSubagentSupervisor:
 
     # -- delegate ----------------------------------------------------------------------------
 
+    def _delegate_reply(
+        self,
+        subagent_name: str,
+        prompt: str,
+        *,
+        agent_id: str | None,
+        linked_task_id: str | None,
+        runner: ChildRunner | None,
+        parent_run_id: str | None,
+        metadata: Mapping[str, Any] | None,
+        profile: str | None,
+    ) -> Reply:
+        request = DelegateRequest(
+            subagent_name=subagent_name,
+            prompt=prompt,
+            agent_id=agent_id,
+            linked_task_id=linked_task_id,
+            runner=runner,
+            parent_run_id=parent_run_id or self.parent_run_id,
+            metadata=dict(metadata or {}),
+            profile=profile,
+        )
+        return self._call("delegate", request)
+
     def delegate_sync(
         self,
         subagent_name: str,
@@ -753,18 +777,15 @@ class BackgroundSubagentSupervisor:
         attempt record (``AttemptRecord.profile``, ``""`` when not given), so a
         continuation run of its result runs with it.
         """
-        reply = self._call(
-            "delegate",
-            DelegateRequest(
-                subagent_name=subagent_name,
-                prompt=prompt,
-                agent_id=agent_id,
-                linked_task_id=linked_task_id,
-                runner=runner,
-                parent_run_id=parent_run_id or self.parent_run_id,
-                metadata=dict(metadata or {}),
-                profile=profile,
-            ),
+        reply = self._delegate_reply(
+            subagent_name,
+            prompt,
+            agent_id=agent_id,
+            linked_task_id=linked_task_id,
+            runner=runner,
+            parent_run_id=parent_run_id,
+            metadata=metadata,
+            profile=profile,
         )
         result: DelegateResult = reply.result()
         return result
@@ -782,18 +803,15 @@ class BackgroundSubagentSupervisor:
         profile: str | None = None,
     ) -> DelegateResult:
         """Coroutine twin of :meth:`delegate_sync`."""
-        reply = self._call(
-            "delegate",
-            DelegateRequest(
-                subagent_name=subagent_name,
-                prompt=prompt,
-                agent_id=agent_id,
-                linked_task_id=linked_task_id,
-                runner=runner,
-                parent_run_id=parent_run_id or self.parent_run_id,
-                metadata=dict(metadata or {}),
-                profile=profile,
-            ),
+        reply = self._delegate_reply(
+            subagent_name,
+            prompt,
+            agent_id=agent_id,
+            linked_task_id=linked_task_id,
+            runner=runner,
+            parent_run_id=parent_run_id,
+            metadata=metadata,
+            profile=profile,
         )
         result: DelegateResult = await asyncio.wrap_future(reply)
         return result
