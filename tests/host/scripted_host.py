@@ -18,45 +18,17 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from host_helpers import planner
+
 from subagents import (
     FunctionModel,
     ModelMessage,
-    ModelRequest,
     ModelRequestParameters,
-    ModelResponse,
-    TextPart,
-    ToolCallPart,
-    ToolReturnPart,
-    UserPromptPart,
     default_model_providers,
 )
 from subagents._cli import main
 
 CHILD_OUTPUT = "three facts from the child"
-
-
-def _latest_prompt(messages: Sequence[ModelMessage]) -> str:
-    for message in reversed(messages):
-        if isinstance(message, ModelRequest):
-            for part in message.parts:
-                if isinstance(part, UserPromptPart):
-                    return part.content
-    return ""
-
-
-def planner(messages: Sequence[ModelMessage], params: ModelRequestParameters) -> ModelResponse:
-    prompt = _latest_prompt(messages)
-    if prompt.startswith("Background subagent result"):
-        return ModelResponse(parts=(TextPart(content="continued: " + prompt.splitlines()[-1]),))
-    last = messages[-1]
-    if isinstance(last, ModelRequest) and any(isinstance(p, ToolReturnPart) for p in last.parts):
-        return ModelResponse(parts=(TextPart(content="delegated; carrying on"),))
-    call = ToolCallPart(
-        tool_name="delegate",
-        args={"subagent_name": "research", "prompt": "collect facts"},
-        tool_call_id="call-1",
-    )
-    return ModelResponse(parts=(call,))
 
 
 async def gated(messages: Sequence[ModelMessage], params: ModelRequestParameters) -> str:

@@ -8,19 +8,13 @@ import threading
 from collections.abc import AsyncIterator, Sequence
 
 import pytest
-from host_helpers import Client, next_event
+from host_helpers import Client, next_event, planner
 
 from storage import MemorySessionStore
 from subagents import (
     FunctionModel,
     ModelMessage,
-    ModelRequest,
     ModelRequestParameters,
-    ModelResponse,
-    TextPart,
-    ToolCallPart,
-    ToolReturnPart,
-    UserPromptPart,
     default_model_providers,
 )
 from subagents._host import HostService, parse_host_config
@@ -41,30 +35,6 @@ model_id = "slow:x"
 profile = "research"
 description = "Collect facts"
 """
-
-
-def latest_prompt(messages: Sequence[ModelMessage]) -> str:
-    for message in reversed(messages):
-        if isinstance(message, ModelRequest):
-            for part in message.parts:
-                if isinstance(part, UserPromptPart):
-                    return part.content
-    return ""
-
-
-def planner(messages: Sequence[ModelMessage], params: ModelRequestParameters) -> ModelResponse:
-    prompt = latest_prompt(messages)
-    if prompt.startswith("Background subagent result"):
-        return ModelResponse(parts=(TextPart(content="continued: " + prompt.splitlines()[-1]),))
-    last = messages[-1]
-    if isinstance(last, ModelRequest) and any(isinstance(p, ToolReturnPart) for p in last.parts):
-        return ModelResponse(parts=(TextPart(content="delegated; carrying on"),))
-    call = ToolCallPart(
-        tool_name="delegate",
-        args={"subagent_name": "research", "prompt": "collect facts"},
-        tool_call_id="call-1",
-    )
-    return ModelResponse(parts=(call,))
 
 
 @pytest.fixture
