@@ -221,9 +221,59 @@ def _measure(calls: list[Callable[[], object]], clock: Any, raw: RawLmdb) -> dic
     }
 
 
+def measure_operation_mix(
+    store: Any,
+    clock: Any,
+    records: Any,
+    count: int,
+    *,
+    measure: Callable[[str, list[Callable[[], object]]], None],
+    between: Callable[[list[Any]], Any],
+) -> Any:
+    """Measure accept, update, heartbeat, terminal commit, claim and acknowledge,
+    each over ``count`` real operations on records made for it (built before
+    timing: the store's cost is what is measured). ``between(starting)`` runs
+    after the heartbeats (the concurrent figure); its value is returned.
+    Shared by the LMDB and PostgreSQL benches so both measure the same mix."""
+    from storage import DeliveryClaim
+
+    acceptances = [records.acceptance(n) for n in range(count)]
+    measure("accept", [lambda r=r: store.accept_attempt(r) for r in acceptances])
+    starting = [records.moved(r, "starting") for r in acceptances]
+    measure("update", [lambda r=r: store.update_attempt_execution(r) for r in starting])
+    measure(
+        "heartbeat",
+        [
+            lambda r=r: store.heartbeat_attempt(r.attempt_id, HOST, 1, clock.now() + 3600.0)
+            for r in starting
+        ],
+    )
+    extra = between(starting)
+    # Not measured: starting -> running, so the terminal commit is a completion.
+    running = [
+        store.update_attempt_execution(records.moved(store.load_attempt(r.attempt_id), "running"))
+        for r in starting
+    ]
+    commits = [records.terminal(r) for r in running]
+    measure("terminal_commit", [lambda c=c: store.commit_terminal(c) for c in commits])
+    claims = [
+        (
+            r.attempt_id,
+            DeliveryClaim(claim_id=f"claim-{r.attempt_id}", deadline=clock.now() + 86_000.0),
+        )
+        for r in running
+    ]
+    measure("claim", [lambda a=a, c=c: store.claim_delivery(a, c) for a, c in claims])
+    measure(
+        "acknowledge",
+        [lambda a=a, c=c: store.acknowledge_delivery(a, c.claim_id) for a, c in claims],
+    )
+    return extra
+
+
 def store_ops(directory: Path, raw: RawLmdb, count: int) -> dict[str, Any]:
     """The store's durable single-threaded rates, each over ``count`` real operations."""
-    from storage import DeliveryClaim, LmdbSessionStore, ManualClock
+    from storage import LmdbSessionStore, ManualClock
 
     clock = ManualClock(start=1_700_000_000.0)
     records = Records(clock)
@@ -238,39 +288,13 @@ def store_ops(directory: Path, raw: RawLmdb, count: int) -> dict[str, Any]:
 
     try:
         _setup_session(store, clock)
-        # Requests are built before timing: the store's cost is what is measured.
-        acceptances = [records.acceptance(n) for n in range(count)]
-        measure("accept", [lambda r=r: store.accept_attempt(r) for r in acceptances])
-        starting = [records.moved(r, "starting") for r in acceptances]
-        measure("update", [lambda r=r: store.update_attempt_execution(r) for r in starting])
-        measure(
-            "heartbeat",
-            [
-                lambda r=r: store.heartbeat_attempt(r.attempt_id, HOST, 1, clock.now() + 3600.0)
-                for r in starting
-            ],
-        )
-        batching = _concurrent_heartbeats(store, starting, clock, raw)
-        # Not measured: starting -> running, so the terminal commit is a completion.
-        running = [
-            store.update_attempt_execution(
-                records.moved(store.load_attempt(r.attempt_id), "running")
-            )
-            for r in starting
-        ]
-        commits = [records.terminal(r) for r in running]
-        measure("terminal_commit", [lambda c=c: store.commit_terminal(c) for c in commits])
-        claims = [
-            (
-                r.attempt_id,
-                DeliveryClaim(claim_id=f"claim-{r.attempt_id}", deadline=clock.now() + 86_000.0),
-            )
-            for r in running
-        ]
-        measure("claim", [lambda a=a, c=c: store.claim_delivery(a, c) for a, c in claims])
-        measure(
-            "acknowledge",
-            [lambda a=a, c=c: store.acknowledge_delivery(a, c.claim_id) for a, c in claims],
+        batching = measure_operation_mix(
+            store,
+            clock,
+            records,
+            count,
+            measure=measure,
+            between=lambda starting: _concurrent_heartbeats(store, starting, clock, raw),
         )
         return {"operations": results, "batching": batching}
     finally:

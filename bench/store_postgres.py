@@ -93,7 +93,6 @@ def store_ops(
     bench: ModuleType, store: Any, clock: Any, raw: RawPostgres, count: int
 ) -> dict[str, Any]:
     """The PostgreSQL store's durable single-threaded rates (the LMDB bench's mix)."""
-    from storage import DeliveryClaim
 
     records = bench.Records(clock)
     results: dict[str, Any] = {}
@@ -102,35 +101,13 @@ def store_ops(
         results[name] = bench._measure(calls, clock, raw)
 
     bench._setup_session(store, clock)
-    acceptances = [records.acceptance(n) for n in range(count)]
-    measure("accept", [lambda r=r: store.accept_attempt(r) for r in acceptances])
-    starting = [records.moved(r, "starting") for r in acceptances]
-    measure("update", [lambda r=r: store.update_attempt_execution(r) for r in starting])
-    measure(
-        "heartbeat",
-        [
-            lambda r=r: store.heartbeat_attempt(r.attempt_id, bench.HOST, 1, clock.now() + 3600.0)
-            for r in starting
-        ],
-    )
-    concurrent = _concurrent_heartbeats(bench, store, starting, clock)
-    running = [
-        store.update_attempt_execution(records.moved(store.load_attempt(r.attempt_id), "running"))
-        for r in starting
-    ]
-    commits = [records.terminal(r) for r in running]
-    measure("terminal_commit", [lambda c=c: store.commit_terminal(c) for c in commits])
-    claims = [
-        (
-            r.attempt_id,
-            DeliveryClaim(claim_id=f"claim-{r.attempt_id}", deadline=clock.now() + 86_000.0),
-        )
-        for r in running
-    ]
-    measure("claim", [lambda a=a, c=c: store.claim_delivery(a, c) for a, c in claims])
-    measure(
-        "acknowledge",
-        [lambda a=a, c=c: store.acknowledge_delivery(a, c.claim_id) for a, c in claims],
+    concurrent = bench.measure_operation_mix(
+        store,
+        clock,
+        records,
+        count,
+        measure=measure,
+        between=lambda starting: _concurrent_heartbeats(bench, store, starting, clock),
     )
     return {"operations": results, "concurrent": concurrent}
 
