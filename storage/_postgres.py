@@ -15,7 +15,9 @@ Optional dependency. psycopg 3 and psycopg-pool are the ``postgres`` extra
 Schema. One table per kernel table (:attr:`KernelStore.TABLES`), named
 ``subagents_<table>`` in the chosen PostgreSQL schema (default ``public``), each
 ``(k bytea PRIMARY KEY, v bytea NOT NULL)``. ``bytea`` orders bytewise, like
-LMDB, so the kernel's prefix scans are index range scans. Migrations are
+LMDB, so the kernel's prefix scans are index range scans. The RPC host's
+event log and fencing counter live in two more such tables (:data:`HOST_TABLES`,
+migration 2), so hosts sharing the database share them too. Migrations are
 versioned in ``subagents_schema_migrations``; :func:`migrate` applies the
 missing ones under a transaction-scoped advisory lock (concurrent starters
 serialize, the second finds nothing to do) and a store applies them when it
@@ -276,6 +278,10 @@ class Migration:
 
 
 _V1_TABLES = ("sessions", "runs", "receipts", "attempts", "artifacts", "continuations", "meta")
+HOST_TABLES = ("host_events", "host_meta")
+"""Tables the RPC host keeps beside the kernel's (its event log and fencing counter),
+so every host sharing the database shares them; opened as a second
+:class:`PostgresBackend` with ``tables=HOST_TABLES``."""
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
@@ -286,6 +292,16 @@ MIGRATIONS: tuple[Migration, ...] = (
             + t
             + " (k bytea PRIMARY KEY, v bytea NOT NULL)"
             for t in _V1_TABLES
+        ),
+    ),
+    Migration(
+        2,
+        "host tables: the RPC host's event log and metadata (host_events, host_meta)",
+        tuple(
+            "CREATE TABLE IF NOT EXISTS {schema}.{p}"
+            + t
+            + " (k bytea PRIMARY KEY, v bytea NOT NULL)"
+            for t in HOST_TABLES
         ),
     ),
 )
@@ -436,7 +452,7 @@ def wipe(dsn: str, *, schema: str = "public") -> None:
     conn = _connect(dsn, connect_timeout=10.0)
     try:
         with conn.transaction():
-            for table in KernelStore.TABLES:
+            for table in (*KernelStore.TABLES, *HOST_TABLES):
                 conn.execute(f"DELETE FROM {quoted}.{TABLE_PREFIX}{table}")
     except pg.Error as exc:
         raise map_error(exc, op="wipe", schema=schema) from exc

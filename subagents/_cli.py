@@ -1,6 +1,8 @@
 """The ``subagents`` command line.
 
-Subcommands: ``serve --stdio | --http`` (the durable RPC host), ``run``
+Subcommands: ``serve --stdio | --http`` (the durable RPC host, on a data
+directory or, with ``--store postgresql://...``, on a database shared by
+several hosts), ``db migrate`` (apply the PostgreSQL schema), ``run``
 (one-shot, blocking delegation), ``worker`` (delegation disabled),
 ``diagram`` (mermaid of the lifecycles), ``verify`` (the properties suite),
 ``attempts list|show|cancel`` (trusted operations on a data directory),
@@ -40,7 +42,14 @@ from ._host import (
     load_host_config,
     open_host,
 )
-from ._host._datadir import resolve_data_dir
+from ._host._datadir import (
+    check_store_url,
+    mask_url,
+    redact,
+    resolve_data_dir,
+    store_url_error,
+    url_password,
+)
 from ._host._trusted import cancel_attempt, list_attempts, show_attempt
 
 EXIT_USAGE = 2
@@ -91,6 +100,34 @@ def _profile_name(args: argparse.Namespace, config: HostConfig) -> str:
 # -- serve ------------------------------------------------------------------------------------
 
 
+class _Redact(logging.Filter):
+    """Masks a store password in every record a handler emits (messages and tracebacks)."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__()
+        self.url = url
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        masked = redact(text, self.url)
+        if masked != text:
+            record.msg, record.args = masked, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text, self.url)
+        return True
+
+
+def _store_url(args: argparse.Namespace, config: HostConfig) -> str | None:
+    """The PostgreSQL URL the host will use (``--store``, else the config's), if any."""
+    if getattr(args, "store", None):
+        return str(args.store)
+    if getattr(args, "data_dir", None) or getattr(args, "memory", False):
+        return None
+    return config.host.store
+
+
 def _serve(args: argparse.Namespace) -> int:
     logging.basicConfig(
         stream=sys.stderr,
@@ -98,9 +135,14 @@ def _serve(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     config = _config(args)
+    url = _store_url(args, config)
+    if url is not None and url_password(url):
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(_Redact(url))
     service = open_host(
         config,
         data_dir=args.data_dir,
+        store=args.store,
         memory=args.memory,
         shared=args.shared,
         host_instance_id=args.owner,
@@ -302,6 +344,39 @@ def _attempts(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- db -----------------------------------------------------------------------------------------
+
+
+def _db(args: argparse.Namespace) -> int:
+    from storage import StoreError  # noqa: PLC0415
+    from storage._postgres import LATEST_VERSION, migrate, schema_version  # noqa: PLC0415
+
+    config = _config(args) if args.config or os.environ.get("SUBAGENTS_CONFIG") else None
+    url = args.store or (config.host.store if config is not None else None)
+    if not url:
+        raise _CliError(
+            "no store to migrate",
+            "pass --store postgresql://USER@HOST:PORT/DATABASE (or --config with host.store)",
+        )
+    check_store_url(url)
+    masked = mask_url(url)
+    try:
+        before = schema_version(url, schema=args.schema)
+        applied = migrate(url, schema=args.schema) if args.db_command == "migrate" else []
+        after = schema_version(url, schema=args.schema)
+    except StoreError as exc:
+        raise store_url_error(exc, url) from None
+    except ValueError as exc:  # a bad --schema name
+        raise _CliError(str(exc), "use lower-case letters, digits and _") from None
+    if args.db_command == "migrate":
+        done = ", ".join(str(v) for v in applied) if applied else "none (up to date)"
+        sys.stdout.write(f"{masked} (schema {args.schema}): applied migrations: {done}\n")
+    elif before < LATEST_VERSION:
+        sys.stdout.write(f"{masked} (schema {args.schema}): needs `subagents db migrate`\n")
+    sys.stdout.write(f"schema version {after} (latest {LATEST_VERSION})\n")
+    return 0
+
+
 # -- demo / chat ------------------------------------------------------------------------------
 
 
@@ -370,12 +445,22 @@ def _build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--stdio", action="store_true", help="one JSON object per line")
     mode.add_argument("--http", action="store_true", help="POST /rpc and SSE on 127.0.0.1")
     with_config(serve)
-    serve.add_argument("--data-dir", help="where sessions, runs and events live")
-    serve.add_argument("--memory", action="store_true", help="keep everything in memory")
+    where = serve.add_mutually_exclusive_group()
+    where.add_argument("--data-dir", help="where sessions, runs and events live (LMDB)")
+    where.add_argument(
+        "--store",
+        metavar="URL",
+        help="postgresql://USER@HOST:PORT/DB shared by several hosts (default: host.store)",
+    )
+    where.add_argument("--memory", action="store_true", help="keep everything in memory")
     serve.add_argument(
         "--shared", action="store_true", help="share the data dir with other live hosts"
     )
-    serve.add_argument("--owner", help="this host's owner identity (default: random)")
+    serve.add_argument(
+        "--owner",
+        help="this host's instance id, the owner of its leases (default: random); "
+        "give each host its own",
+    )
     serve.add_argument("--port", type=_port, default=0, help="HTTP port (default: ephemeral)")
     serve.add_argument("--token-file", help="where to write the HTTP bearer token")
     serve.add_argument("--tick", type=_positive, default=1.0, help="maintenance tick, seconds")
@@ -410,6 +495,17 @@ def _build_parser() -> argparse.ArgumentParser:
     for p in (alist, ashow, acancel):
         p.add_argument("--data-dir", required=True, help="the host's data directory")
 
+    db = sub.add_parser("db", help="the PostgreSQL store's schema")
+    dsub = db.add_subparsers(dest="db_command", required=True, metavar="ACTION")
+    for action, text in (
+        ("migrate", "apply every missing migration (idempotent, safe with live hosts)"),
+        ("status", "the schema version of the database"),
+    ):
+        p = dsub.add_parser(action, help=text)
+        with_config(p)
+        p.add_argument("--store", metavar="URL", help="postgresql://... (default: host.store)")
+        p.add_argument("--schema", default="public", help="PostgreSQL schema (default: public)")
+
     chat = sub.add_parser("chat", help="interactive session, background delegation")
     with_config(chat)
     chat.add_argument("--profile", help="parent profile (default: host.default_profile)")
@@ -436,6 +532,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _verify(args)
         if args.command == "attempts":
             return _attempts(args)
+        if args.command == "db":
+            return _db(args)
         if args.command == "demo":
             return _demo(args)
         if args.command == "chat":

@@ -1,8 +1,9 @@
 """The durable RPC host: configuration, JSON-RPC framing, the v1 methods, transports.
 
-``open_host`` wires a :class:`HostService` over a data directory (LMDB) or
-memory; ``serve_stdio`` / ``serve_http`` run it. See ``openrpc.json`` beside
-this file for the wire contract.
+``open_host`` wires a :class:`HostService` over a data directory (LMDB), a
+PostgreSQL database shared by several hosts, or memory; ``serve_stdio`` /
+``serve_http`` run it. See ``openrpc.json`` beside this file for the wire
+contract.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from ._datadir import (
     DataDirBusy,
     DataDirCorrupt,
     DataDirError,
-    open_store,
-    resolve_data_dir,
+    StoreUnreachable,
+    StoreUrlError,
+    open_host_store,
 )
 from ._jsonrpc import ERROR_CODES, Connection, Dispatcher, ErrorCode, RpcError
 from ._methods import METHOD_NAMES, METHODS
@@ -40,6 +42,7 @@ def open_host(
     config: HostConfig | None = None,
     *,
     data_dir: str | os.PathLike[str] | None = None,
+    store: str | None = None,
     memory: bool = False,
     shared: bool = False,
     host_instance_id: str | None = None,
@@ -49,19 +52,23 @@ def open_host(
 ) -> HostService:
     """A host service over ``data_dir`` (default: the config's, else ``.subagents``).
 
-    ``memory=True`` keeps everything in process. Raises :class:`HostConfigError`
-    or :class:`DataDirError` (busy, corrupt). Call ``await service.start()`` on
-    the loop that will serve it, and ``await service.close()`` at the end.
+    ``store`` (or the config's ``host.store``) is a PostgreSQL URL instead:
+    the host shares that database with every other host using it, its
+    ``host_instance_id`` is the lease owner and it takes a new fencing
+    generation from the database at start; leases use the database's clock.
+    ``memory=True`` keeps everything in process. Raises :class:`HostConfigError`,
+    :class:`DataDirError` (busy, corrupt) or :class:`StoreUrlError`. Call
+    ``await service.start()`` on the loop that will serve it, and
+    ``await service.close()`` at the end.
     """
     config = config or default_host_config()
-    directory = None if memory else resolve_data_dir(config, data_dir)
-    opened = open_store(directory, shared=shared)
+    opened = open_host_store(config, data_dir=data_dir, store=store, memory=memory, shared=shared)
     try:
         return HostService(
             config,
             store=opened.store,
             events=opened.events,
-            clock=clock,
+            clock=clock if clock is not None else opened.store.clock,
             ids=ids,
             host_instance_id=host_instance_id,
             store_name=opened.name,
@@ -91,6 +98,8 @@ __all__ = [
     "HostConfigError",
     "HostService",
     "RpcError",
+    "StoreUnreachable",
+    "StoreUrlError",
     "TrustedAttempts",
     "cancel_attempt",
     "default_host_config",

@@ -9,7 +9,11 @@ setting.
 Shape::
 
     [host]                       # optional
-    data_dir = ".subagents"      # relative to the file
+    data_dir = ".subagents"      # relative to the file (LMDB, one machine)
+    store = "postgresql://subagents@db.internal:5432/subagents"
+                                 # or: a PostgreSQL store shared by several hosts
+                                 # (set data_dir or store, not both; keep the
+                                 # password in ~/.pgpass or $PGPASSWORD)
     namespace = "default"
     default_profile = "default"
     subagents_dir = "agents"     # optional directory of markdown subagents
@@ -77,9 +81,16 @@ def config_error(path: str, key: str | None, problem: str, fix: str) -> HostConf
 
 
 class HostSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``[host]``: where data lives and the transport limits."""
+    """``[host]``: where data lives and the transport limits.
+
+    ``store`` is a PostgreSQL URL (``postgresql://...``): the host keeps its
+    sessions, runs, attempts and events in that database, shared with every
+    other host configured with it. ``data_dir`` is the single-machine LMDB
+    alternative. The command line's ``--store`` / ``--data-dir`` win over both.
+    """
 
     data_dir: str | None = None
+    store: str | None = None
     namespace: str = "default"
     default_profile: str = "default"
     subagents_dir: str | None = None
@@ -269,6 +280,22 @@ def _check(config: HostConfig, providers: ModelProviderRegistry) -> None:
         raise config_error(
             src, "host.lease_ttl", "must be a positive number of seconds", "e.g. lease_ttl = 30"
         )
+    if host.store is not None:
+        scheme, sep, _rest = host.store.partition("://")
+        if not sep or scheme.lower() not in ("postgresql", "postgres"):
+            raise config_error(
+                src,
+                "host.store",
+                "must be a PostgreSQL URL",
+                'e.g. store = "postgresql://subagents@127.0.0.1:5432/subagents"',
+            )
+        if host.data_dir is not None:
+            raise config_error(
+                src,
+                "host.store",
+                "host.store and host.data_dir are both set",
+                "keep one: store (PostgreSQL, several hosts) or data_dir (LMDB, one machine)",
+            )
     if host.max_request_bytes < 1024:
         raise config_error(
             src,

@@ -1,4 +1,4 @@
-"""Opening a host's data directory: the lock, the LMDB store and the event log.
+"""Opening a host's store: a data directory (LMDB) or a PostgreSQL database.
 
 Layout of a data directory::
 
@@ -11,6 +11,15 @@ second host asks to share it (``shared=True``: several hosts, each with its
 own owner identity, fenced by leases in the store). Files that are not a valid
 store are *corrupt* (:class:`DataDirCorrupt`). Both errors carry a one-line
 ``fix``.
+
+A store URL (``postgresql://user@host:5432/db``, see :func:`open_store_url`)
+puts everything in one PostgreSQL database instead: the kernel's tables and
+the host's event log and fencing counter (:class:`PostgresEventLog`), so any
+number of hosts, on any machines, share it; there is no lock and no data
+directory. A URL that is malformed, a server that does not answer or a database
+that cannot be used raise :class:`StoreUrlError` (:class:`StoreUnreachable` for
+the transient case), whose messages never contain the password
+(:func:`mask_url`).
 """
 
 from __future__ import annotations
@@ -18,14 +27,23 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 from statemachines import SubagentsError
-from storage import CorruptRecord, LmdbSessionStore, MemorySessionStore, SessionStore, StoreError
+from storage import (
+    CorruptRecord,
+    LmdbSessionStore,
+    MemorySessionStore,
+    RetryableStorage,
+    SessionStore,
+    StoreError,
+)
 
 from ._config import HostConfig
-from ._eventlog import EventLog, LmdbEventLog, MemoryEventLog
+from ._eventlog import EventLog, LmdbEventLog, MemoryEventLog, PostgresEventLog
 
 DEFAULT_DATA_DIR = ".subagents"
 
@@ -46,6 +64,71 @@ class DataDirBusy(DataDirError):
 
 class DataDirCorrupt(DataDirError):
     """The data directory's files are not a valid store."""
+
+
+class StoreUrlError(SubagentsError):
+    """A store URL cannot be used. Fields: ``url`` (password masked), ``fix``.
+
+    Raised for a malformed URL or an unknown scheme, a missing driver (the
+    ``postgres`` extra), a database whose schema is newer than this code or
+    that is not migrated when migration is off.
+    """
+
+    url: str
+    fix: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class StoreUnreachable(StoreUrlError):
+    """The database server did not answer, refused the login, or the database is missing."""
+
+
+STORE_SCHEMES = ("postgresql", "postgres")
+"""URL schemes :func:`open_store_url` accepts (both mean PostgreSQL, as in libpq)."""
+
+_PASSWORD_PARAM = re.compile(r"(?i)(password=)([^&\s]*)")
+
+
+def is_store_url(value: str) -> bool:
+    """Whether ``value`` names a store by URL (``postgresql://...``) rather than a directory."""
+    scheme, sep, _rest = value.partition("://")
+    return bool(sep) and scheme.lower() in STORE_SCHEMES
+
+
+def url_password(url: str) -> str | None:
+    """The password in ``url`` (userinfo or ``password=`` parameter), if any."""
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        password = None
+    if password:
+        return unquote(password)
+    match = _PASSWORD_PARAM.search(url)
+    return unquote(match.group(2)) if match and match.group(2) else None
+
+
+def mask_url(url: str) -> str:
+    """``url`` with its password replaced by ``***`` (safe for messages and logs)."""
+    masked = _PASSWORD_PARAM.sub(r"\1***", url)
+    try:
+        parts = urlsplit(masked)
+    except ValueError:
+        return re.sub(r"(://[^/@:]*:)[^/@]*@", r"\1***@", masked)
+    if parts.password is None:
+        return masked
+    userinfo, _, hostinfo = parts.netloc.rpartition("@")
+    user = userinfo.partition(":")[0]
+    return parts._replace(netloc=f"{user}:***@{hostinfo}").geturl()
+
+
+def redact(text: str, url: str) -> str:
+    """``text`` with the password of ``url`` masked wherever it appears."""
+    password = url_password(url)
+    if password:
+        text = text.replace(password, "***")
+    return text
 
 
 class DataDirLock:
@@ -189,3 +272,114 @@ def open_store(
     if held is not None:
         closers.append(held.close)
     return OpenedStore(store, events, "lmdb", str(directory), closers)
+
+
+def open_store_url(
+    url: str,
+    *,
+    retention_seconds: float = 86400.0,
+    schema: str = "public",
+    migrate: bool = True,
+    pool_size: int = 8,
+    connect_timeout: float = 10.0,
+) -> OpenedStore:
+    """Open the PostgreSQL store and event log named by ``url``.
+
+    ``migrate`` applies missing migrations first (as ``subagents db migrate``
+    does). The store reads time from the database server, so every host
+    sharing it agrees on lease expiry. Raises :class:`StoreUrlError` or
+    :class:`StoreUnreachable`; their messages mask the password.
+    """
+    from storage import PostgresSessionStore  # noqa: PLC0415 - optional driver, imported lazily
+
+    masked = mask_url(url)
+    check_store_url(url)
+    try:
+        store = PostgresSessionStore(
+            url,
+            retention_seconds=retention_seconds,
+            schema=schema,
+            pool_size=pool_size,
+            connect_timeout=connect_timeout,
+            migrate=migrate,
+        )
+    except StoreError as exc:
+        raise store_url_error(exc, url) from None
+    except ValueError as exc:
+        raise StoreUrlError(
+            f"store {masked}: {redact(str(exc), url)}", url=masked, fix="check the store URL"
+        ) from None
+    try:
+        events = PostgresEventLog(url, schema=schema, connect_timeout=connect_timeout)
+    except StoreError as exc:
+        store.close()
+        raise store_url_error(exc, url) from None
+    return OpenedStore(store, events, "postgresql", None, [events.close, store.close])
+
+
+def check_store_url(url: str) -> None:
+    """Refuse a store URL that cannot name a PostgreSQL database (no connection made)."""
+    masked = mask_url(url)
+    if not is_store_url(url):
+        raise StoreUrlError(
+            f"store {masked!r} is not a PostgreSQL URL",
+            url=masked,
+            fix="use postgresql://USER@HOST:PORT/DATABASE (or pass --data-dir for LMDB)",
+        )
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - parsing the port validates it
+    except ValueError as exc:
+        raise StoreUrlError(
+            f"store {masked}: malformed URL ({redact(str(exc), url)})",
+            url=masked,
+            fix="use postgresql://USER@HOST:PORT/DATABASE",
+        ) from None
+
+
+def store_url_error(exc: StoreError, url: str) -> StoreUrlError:
+    masked = mask_url(url)
+    detail = redact(getattr(exc, "message", "") or str(exc), url)
+    cause = redact(str(getattr(exc, "cause", "") or ""), url)
+    if type(exc).__name__ == "DriverMissing":
+        return StoreUrlError(
+            f"store {masked}: {detail}", url=masked, fix="pip install 'subagents[postgres]'"
+        )
+    if isinstance(exc, RetryableStorage):
+        reason = " ".join((cause.rsplit(": ", 1)[-1] if cause else detail).split())
+        return StoreUnreachable(
+            f"cannot connect to the store {masked}: {reason or detail}",
+            url=masked,
+            fix="check that the server is running, the host/port/database/user are right, "
+            "and the password (or ~/.pgpass / $PGPASSWORD)",
+        )
+    if "not migrated" in detail:
+        fix = f"run: subagents db migrate --store {masked}"
+    elif "newer than this code" in detail:
+        fix = "upgrade subagents on this machine to the version that migrated the database"
+    else:
+        fix = "check the store URL and the database's permissions"
+    reason = f"{detail} ({cause})" if cause else detail
+    return StoreUrlError(f"store {masked}: {reason}", url=masked, fix=fix)
+
+
+def open_host_store(
+    config: HostConfig,
+    *,
+    data_dir: str | os.PathLike[str] | None = None,
+    store: str | None = None,
+    memory: bool = False,
+    shared: bool = False,
+) -> OpenedStore:
+    """The store a host serves, chosen as the command line and the config say.
+
+    In order: ``memory``; an explicit ``store`` URL; an explicit ``data_dir``;
+    the config's ``host.store``; the config's ``host.data_dir``; ``.subagents``.
+    Raises :class:`DataDirError` or :class:`StoreUrlError`.
+    """
+    if memory:
+        return open_store(None)
+    url = store if store is not None else None if data_dir is not None else config.host.store
+    if url is not None:
+        return open_store_url(url)
+    return open_store(resolve_data_dir(config, data_dir), shared=shared)

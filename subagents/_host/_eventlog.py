@@ -2,12 +2,21 @@
 
 The SessionStore contract has no event log, so the host keeps one itself:
 per session, events numbered from 1, appended atomically with their number.
-:class:`LmdbEventLog` keeps them in host-owned tables (``host_events``,
-``host_meta``) of the same LMDB environment as the store (opened after it,
-through :class:`storage.LmdbBackend`); :class:`MemoryEventLog` is the
-in-process twin for tests and ``--memory`` hosts. ``host_meta`` also holds the
-fencing generation counter: each host start takes the next one, so a
-restarted host always fences out its predecessor.
+:class:`BackendEventLog` keeps them in two host-owned tables (``host_events``,
+``host_meta``) of a :class:`storage.Backend`:
+
+- :class:`LmdbEventLog`: the same LMDB environment as the store (opened after
+  it, through :class:`storage.LmdbBackend`);
+- :class:`PostgresEventLog`: the same PostgreSQL database as the store (the
+  ``subagents_host_events`` / ``subagents_host_meta`` tables of migration 2),
+  so every host sharing the database reads and appends one log per session and
+  draws its fencing generation from one counter;
+- :class:`MemoryEventLog`: the in-process twin for tests and ``--memory`` hosts.
+
+``host_meta`` also holds the fencing generation counter: each host start takes
+the next one in a write transaction of its own, so a restarted host (same
+instance id or not) always outranks every earlier process, and a stale process
+still running with an older generation is refused by the store's fence.
 """
 
 from __future__ import annotations
@@ -18,7 +27,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from storage import LmdbBackend, Txn
+from storage import Backend, LmdbBackend, PostgresBackend, Txn
 
 from ._methods import HostEvent
 
@@ -101,15 +110,15 @@ def _seq_key(session_id: str) -> bytes:
     return b"seq\0" + session_id.encode("utf-8")
 
 
-class LmdbEventLog:
-    """Events in host-owned tables of the store's LMDB environment.
+class BackendEventLog:
+    """Events in the host-owned tables ``host_events`` / ``host_meta`` of ``backend``.
 
-    Open it *after* the :class:`storage.LmdbSessionStore` on the same
-    directory (the store sizes the environment's table count).
+    Every method is one backend transaction, safe from any thread; storage
+    failures surface as :class:`storage.StoreError`. Closing closes the backend.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self._backend = LmdbBackend(path, tables=(_EVENTS, _META))
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
 
     def append(
         self, session_id: str, kind: str, at: float, run_id: str | None, data: dict[str, Any]
@@ -158,3 +167,45 @@ class LmdbEventLog:
 
     def close(self) -> None:
         self._backend.close()
+
+
+class LmdbEventLog(BackendEventLog):
+    """Events in host-owned tables of the store's LMDB environment.
+
+    Open it *after* the :class:`storage.LmdbSessionStore` on the same
+    directory (the store sizes the environment's table count).
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        super().__init__(LmdbBackend(path, tables=(_EVENTS, _META)))
+
+
+class PostgresEventLog(BackendEventLog):
+    """Events in the host tables of the store's PostgreSQL database.
+
+    ``dsn`` and ``schema`` name the same database and schema as the
+    :class:`storage.PostgresSessionStore`; open the store first (it applies the
+    migrations that create these tables). Its own small connection pool
+    (``pool_size``) keeps event appends from queueing behind store operations.
+    Appends by several hosts to one session serialize in the database
+    (SERIALIZABLE, retried), so sequence numbers stay dense and unique.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str = "public",
+        pool_size: int = 2,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        super().__init__(
+            PostgresBackend(
+                dsn,
+                tables=(_EVENTS, _META),
+                schema=schema,
+                pool_size=pool_size,
+                connect_timeout=connect_timeout,
+                migrate=False,
+            )
+        )
