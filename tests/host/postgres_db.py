@@ -32,11 +32,16 @@ def _reachable() -> bool:
         return False
 
 
+def require_postgres() -> None:
+    """Skip (outside CI only) when no PostgreSQL server answers."""
+    if not os.environ.get("CI") and not _reachable():
+        pytest.skip(f"no PostgreSQL server at {PG_ADMIN_DSN} (CI starts one with .ci/pg)")
+
+
 @contextlib.contextmanager
 def scratch_database(prefix: str = "subagents_host") -> Iterator[str]:
     """A URL (``postgresql://...``) of a fresh, empty database, dropped on exit."""
-    if not os.environ.get("CI") and not _reachable():
-        pytest.skip(f"no PostgreSQL server at {PG_ADMIN_DSN} (CI starts one with .ci/pg)")
+    require_postgres()
     import psycopg
 
     from storage._postgres import create_database, drop_database

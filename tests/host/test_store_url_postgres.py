@@ -147,3 +147,13 @@ def test_config_store_and_data_dir_are_exclusive() -> None:
         parse_host_config(text + '[profiles.default]\nmodel_id = "test:echo"\n')
     assert info.value.key == "host.store"
     assert "both set" in info.value.problem
+
+
+def test_the_postgres_example_config_names_a_store() -> None:
+    from host_helpers import REPO
+
+    from subagents._host import load_host_config
+
+    config = load_host_config(REPO / "examples" / "host-postgres.toml")
+    assert config.host.store is not None and is_store_url(config.host.store)
+    assert config.host.data_dir is None

@@ -1,0 +1,381 @@
+"""Several RPC host processes on one PostgreSQL database: delegations per second, 1, 2 and 4 hosts.
+
+Run: ``python bench/hosts.py [--quick] [--json] [--admin-dsn DSN] [--hosts 1,2,4]``.
+
+It creates a database of its own (``--admin-dsn``, default
+``$SUBAGENTS_PG_ADMIN_DSN`` or the local server) and drops it at the end. For
+each host count N it starts N host processes (``open_host(store=URL)``, each
+with its own instance id and fencing generation, the host's default database
+clock) and, after every one has warmed up, lets them run for a fixed time.
+Each host drives ``--sessions`` sessions of its own, each in a loop of one
+whole background delegation, end to end through the host's supervisor:
+
+    run.start (parent) -> the parent delegates in the background and finishes
+    -> the supervisor runs the child (an offline test model that works 50 ms)
+    and commits its terminal result -> the host's maintenance tick admits the
+    one continuation run -> the continuation completes.
+
+A delegation counts when its continuation run has completed (or, when the
+child's result reached the parent while it still ran, when the parent ended
+with nothing left to deliver). Reported: total
+delegations per second, per host, the median latency of one delegation, and
+host CPU milliseconds per delegation (``time.process_time``, steadier than
+wall time on a shared machine; the database server's own CPU is not in it),
+the store's serialization retries, and how many results reached a parent
+in-band (while it still ran) instead of through a continuation run.
+
+Each host serves a namespace of its own, so the host that starts a parent also
+admits its continuation (and sees its events in process); every host still
+shares the tables, the write-ahead log, the event log and the fencing counter.
+Taking over another host's sessions is the kill test's job
+(tests/host/test_multi_host_postgres.py), not this bench's.
+
+This is a benchmark, not a test: it never asserts timing; exit status is 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import os
+import secrets
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_ADMIN_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
+TICK_SECONDS = 0.05
+CHILD_SECONDS = 0.05
+"""How long the child works: long enough that its result nearly always reaches the
+parent after the parent's run ended (the continuation-run path this bench
+measures); the rare in-band delivery into the still-running parent is counted
+separately."""
+
+CONFIG = """
+[host]
+namespace = "{namespace}"
+lease_ttl = 10.0
+
+[profiles.default]
+model_id = "planner:x"
+subagents = ["research"]
+
+[profiles.research]
+model_id = "child:x"
+
+[subagents.research]
+profile = "research"
+description = "Collect facts"
+"""
+
+
+def _repo_on_path() -> None:
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+
+
+def _planner() -> Any:
+    """A scripted parent: one background delegation per fresh prompt; a
+    continuation run answers with the result's last line."""
+    from subagents import (
+        FunctionModel,
+        ModelRequest,
+        ModelResponse,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+        UserPromptPart,
+    )
+
+    def planner(messages: Sequence[Any], params: Any) -> Any:
+        prompt = ""
+        for message in reversed(messages):
+            if isinstance(message, ModelRequest):
+                texts = [p.content for p in message.parts if isinstance(p, UserPromptPart)]
+                if texts:
+                    prompt = str(texts[-1])
+                    break
+        if prompt.startswith("Background subagent result"):
+            return ModelResponse(parts=(TextPart(content="continued"),))
+        last = messages[-1]
+        if isinstance(last, ModelRequest) and any(
+            isinstance(p, ToolReturnPart) for p in last.parts
+        ):
+            return ModelResponse(parts=(TextPart(content="delegated; carrying on"),))
+        call = ToolCallPart(
+            tool_name="delegate",
+            args={"subagent_name": "research", "prompt": "collect facts"},
+            tool_call_id="call-1",
+        )
+        return ModelResponse(parts=(call,))
+
+    return lambda name, settings: FunctionModel(planner)
+
+
+def _child() -> Any:
+    """An offline child that works for ``CHILD_SECONDS`` and answers three facts."""
+    from subagents import FunctionModel
+
+    async def child(messages: Sequence[Any], params: Any) -> str:
+        await asyncio.sleep(CHILD_SECONDS)
+        return "three facts"
+
+    return lambda name, settings: FunctionModel(child)
+
+
+async def _host(
+    url: str, *, index: int, sessions: int, seconds: float, start_at: float
+) -> dict[str, Any]:
+    from subagents import default_model_providers
+    from subagents._host import open_host, parse_host_config
+    from subagents._host._jsonrpc import Connection
+    from subagents._host._methods import HostEvent, RunStartParams, SessionCreateParams
+
+    default_model_providers().register("planner", _planner())
+    default_model_providers().register("child", _child())
+    tag = f"h{index}-{secrets.token_hex(3)}"
+    config = parse_host_config(CONFIG.format(namespace=f"bench-{tag}"))
+    service = open_host(
+        config, store=url, host_instance_id=f"bench-host-{tag}", tick_seconds=TICK_SECONDS
+    )
+    await service.start()
+    conn = Connection(transport="bench")
+    loop = asyncio.get_running_loop()
+    waiting: dict[str, asyncio.Future[bool]] = {}
+    continuation_runs: set[str] = set()
+
+    def watch(event: HostEvent) -> None:
+        if event.kind == "run.admitted" and event.data.get("trigger_type") == (
+            "async_subagent_result"
+        ):
+            assert event.run_id is not None
+            continuation_runs.add(event.run_id)
+        elif event.kind in ("run.completed", "run.failed") and event.run_id in continuation_runs:
+            continuation_runs.discard(event.run_id)
+            found = waiting.pop(event.session_id, None)
+            if found is not None and not found.done():
+                found.set_result(event.kind == "run.completed")
+        elif event.kind == "run.completed":
+            loop.call_soon(parent_ended, event.session_id)
+
+    inband = 0
+
+    def settled_inband(session_id: str) -> bool:
+        """No run of the session live here, no attempt of it running or undelivered."""
+        if any(key[0] == session_id for key in service._runs):
+            return False
+        store, namespace = service.store, service.namespace_id
+        open_attempts = store.list_active_attempts(namespace) + store.list_pending_attempts(
+            namespace
+        )
+        return all(r.parent_session_id != session_id for r in open_attempts)
+
+    def parent_ended(session_id: str) -> None:
+        # Called once the parent's run has fully ended: if its child's result
+        # was delivered in-band (into the parent while it ran), no continuation
+        # run follows and the delegation is done now.
+        nonlocal inband
+        found = waiting.get(session_id)
+        if found is not None and not found.done() and settled_inband(session_id):
+            waiting.pop(session_id, None)
+            inband += 1
+            found.set_result(True)
+
+    async def delegation(session_id: str) -> bool:
+        done = loop.create_future()
+        waiting[session_id] = done
+        await service.run_start(RunStartParams(session_id=session_id, input="plan"), conn)
+        return bool(await asyncio.wait_for(done, 60.0))
+
+    latencies: list[float] = []
+    failures = 0
+    counting = False
+
+    async def session_loop(session_id: str, stop_at: float) -> None:
+        nonlocal failures
+        while time.time() < stop_at:
+            began = time.perf_counter()
+            ok = await delegation(session_id)
+            if counting and time.time() <= stop_at:
+                if ok:
+                    latencies.append(time.perf_counter() - began)
+                else:
+                    failures += 1
+
+    try:
+        names = [f"bench-{tag}-s{n}" for n in range(sessions)]
+        for name in names:
+            await service.session_create(SessionCreateParams(session_id=name), conn)
+            service.add_listener(name, watch)
+        await asyncio.gather(*(delegation(name) for name in names))  # warm up
+        while time.time() < start_at:  # every host warmed up: start together
+            await asyncio.sleep(0.005)
+        counting = True
+        cpu = time.process_time()
+        stop_at = start_at + seconds
+        await asyncio.gather(*(session_loop(name, stop_at) for name in names))
+        cpu = time.process_time() - cpu
+        retries = service.store.postgres.retries  # type: ignore[attr-defined]
+    finally:
+        await service.close()
+    return {
+        "host": index,
+        "generation": service.fencing_generation,
+        "delegations": len(latencies),
+        "failures": failures,
+        "inband": inband,
+        "retries": retries,
+        "cpu_seconds": cpu,
+        "latencies": latencies,
+    }
+
+
+def _worker(
+    url: str, index: int, *, sessions: int, seconds: float, start_at: float, out: Any
+) -> None:
+    _repo_on_path()
+    try:
+        out.put(
+            asyncio.run(
+                _host(url, index=index, sessions=sessions, seconds=seconds, start_at=start_at)
+            )
+        )
+    except BaseException as exc:
+        out.put({"host": index, "error": repr(exc)})
+        raise
+
+
+def measure(url: str, hosts: int, sessions: int, seconds: float) -> dict[str, Any]:
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    start_at = time.time() + 8.0 + 2.0 * hosts  # imports, connections and warm-up first
+    procs = [
+        ctx.Process(
+            target=_worker,
+            args=(url, i),
+            kwargs={"sessions": sessions, "seconds": seconds, "start_at": start_at, "out": out},
+        )
+        for i in range(hosts)
+    ]
+    for proc in procs:
+        proc.start()
+    rows = [out.get(timeout=300) for _ in procs]
+    for proc in procs:
+        proc.join(60)
+    failed = [r for r in rows if "error" in r]
+    if failed:
+        raise RuntimeError(f"bench host failed: {failed}")
+    latencies = [t for r in rows for t in r["latencies"]]
+    total = sum(r["delegations"] for r in rows)
+    cpu = sum(r["cpu_seconds"] for r in rows)
+    return {
+        "hosts": hosts,
+        "sessions_per_host": sessions,
+        "delegations": total,
+        "failures": sum(r["failures"] for r in rows),
+        "inband_deliveries": sum(r["inband"] for r in rows),
+        "serialization_retries": sum(r["retries"] for r in rows),
+        "delegations_per_s": total / seconds,
+        "per_host_per_s": [
+            r["delegations"] / seconds for r in sorted(rows, key=lambda r: r["host"])
+        ],
+        "latency_p50_ms": statistics.median(latencies) * 1e3 if latencies else None,
+        "host_cpu_ms_per_delegation": cpu / total * 1e3 if total else None,
+        "generations": sorted(r["generation"] for r in rows),
+    }
+
+
+def _as_url(conninfo: str) -> str:
+    """A ``postgresql://`` URL for a libpq conninfo (the host takes URLs)."""
+    from urllib.parse import quote
+
+    import psycopg
+
+    info = psycopg.conninfo.conninfo_to_dict(conninfo)
+    user = quote(str(info.get("user") or "postgres"), safe="")
+    password = info.get("password")
+    auth = f"{user}:{quote(str(password), safe='')}" if password else user
+    host = info.get("host") or "127.0.0.1"
+    return f"postgresql://{auth}@{host}:{info.get('port') or 5432}/{info['dbname']}"
+
+
+def run(quick: bool, admin_dsn: str, counts: list[int], sessions: int) -> dict[str, Any]:
+    _repo_on_path()
+    from storage._postgres import create_database, drop_database, migrate
+
+    seconds = 3.0 if quick else 15.0
+    name = f"subagents_bench_hosts_{secrets.token_hex(6)}"
+    url = _as_url(create_database(admin_dsn, name))
+    try:
+        migrate(url)
+        figures = [measure(url, n, sessions, seconds) for n in counts]
+    finally:
+        drop_database(admin_dsn, name)
+    base = figures[0]["delegations_per_s"] if figures else 0.0
+    for fig in figures:
+        fig["speedup"] = fig["delegations_per_s"] / base if base else None
+    return {
+        "quick": quick,
+        "seconds": seconds,
+        "tick_seconds": TICK_SECONDS,
+        "cpus": os.cpu_count(),
+        "hosts": figures,
+    }
+
+
+def render(result: dict[str, Any]) -> str:
+    lines = [
+        "RPC host processes on one PostgreSQL database: background delegations end to end"
+        + (" [quick]" if result["quick"] else ""),
+        f"{result['seconds']:.0f} s per row, maintenance tick {result['tick_seconds']} s, "
+        f"{result['cpus']} CPUs shared by the hosts and the database server",
+        "",
+        f"{'hosts':>5} {'sessions':>8} {'deleg/s':>9} {'x 1 host':>8} {'per host':>22} "
+        f"{'p50 ms':>7} {'CPU ms/deleg':>12} {'retries':>7}",
+    ]
+    for fig in result["hosts"]:
+        per_host = " ".join(f"{v:.1f}" for v in fig["per_host_per_s"])
+        p50 = fig["latency_p50_ms"]
+        cpu = fig["host_cpu_ms_per_delegation"]
+        lines.append(
+            f"{fig['hosts']:>5} {fig['hosts'] * fig['sessions_per_host']:>8} "
+            f"{fig['delegations_per_s']:>9.1f} {fig['speedup'] or 0:>8.2f} {per_host:>22} "
+            f"{'-' if p50 is None else format(p50, '.0f'):>7} "
+            f"{'-' if cpu is None else format(cpu, '.1f'):>12} {fig['serialization_retries']:>7}"
+        )
+    failures = sum(fig["failures"] for fig in result["hosts"])
+    inband = sum(fig["inband_deliveries"] for fig in result["hosts"])
+    lines += [
+        "",
+        f"failed delegations: {failures}; results delivered in-band to a still-running parent "
+        f"(no continuation run): {inband}",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="short rows, for a smoke test")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--admin-dsn",
+        default=os.environ.get("SUBAGENTS_PG_ADMIN_DSN", DEFAULT_ADMIN_DSN),
+        help="a DSN allowed to CREATE DATABASE (the bench's own database is dropped after)",
+    )
+    parser.add_argument("--hosts", default="1,2,4", help="host counts, comma separated")
+    parser.add_argument("--sessions", type=int, default=4, help="concurrent sessions per host")
+    args = parser.parse_args(argv)
+    counts = [int(n) for n in args.hosts.split(",") if n.strip()]
+    result = run(args.quick, args.admin_dsn, counts, args.sessions)
+    print(json.dumps(result, indent=2, sort_keys=True) if args.json else render(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
