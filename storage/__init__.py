@@ -36,6 +36,17 @@ from ._errors import RunConflict as RunConflict
 from ._errors import StaleFence as StaleFence
 from ._errors import StorageFull as StorageFull
 from ._errors import StoreError as StoreError
+from ._faultpoints import FAULT_ACTIONS as FAULT_ACTIONS
+from ._faultpoints import FAULT_POINTS as FAULT_POINTS
+from ._faultpoints import FaultSpecError as FaultSpecError
+from ._faultpoints import arm as arm
+from ._faultpoints import arm_from_env as arm_from_env
+from ._faultpoints import configure as configure
+from ._faultpoints import disarm_all as disarm_all
+from ._faultpoints import fault_counts as fault_counts
+from ._faultpoints import fault_point as fault_point
+from ._faultpoints import reached_counts as reached_counts
+from ._faultpoints import reset_fault_counts as reset_fault_counts
 from ._kernel import KernelStore as KernelStore
 from ._lmdb import LmdbBackend as LmdbBackend
 from ._lmdb import LmdbSessionStore as LmdbSessionStore
@@ -85,7 +96,10 @@ __all__ = [
     "DeliveryClaimed",
     "DeliveryRelease",
     "DriverMissing",
+    "FAULT_ACTIONS",
+    "FAULT_POINTS",
     "Failed",
+    "FaultSpecError",
     "IdSource",
     "IdempotencyConflict",
     "IllegalTransition",
@@ -119,11 +133,19 @@ __all__ = [
     "SystemClock",
     "TerminalCommit",
     "Txn",
+    "arm",
+    "arm_from_env",
+    "configure",
     "continuation_cause",
     "continuation_input",
     "continuation_outcome",
+    "disarm_all",
+    "fault_counts",
+    "fault_point",
     "input_digest",
+    "reached_counts",
     "request_digest",
+    "reset_fault_counts",
     "result_digest",
     "retained_view",
     "terminal_fingerprint",
