@@ -54,6 +54,7 @@ from storage import (
     ResultRef,
     RetryableStorage,
     TerminalCommit,
+    fault_point,
     result_digest,
     terminal_fingerprint,
 )
@@ -430,6 +431,7 @@ class AttemptActor(pykka.ThreadingActor):
         self.child_done = True
         if self.decision is not None or self.lost:
             return
+        fault_point("actor.inside_finalizer")
         outcome = message.outcome
         if self.cancel_requested:
             # The cancelled result still carries what the child consumed and returned.
@@ -540,6 +542,7 @@ class AttemptActor(pykka.ThreadingActor):
         expires = rt.clock.now() + rt.lease_ttl
         try:
             fut = rt.heartbeats.submit(
+                _renew,
                 rt.store.heartbeat_attempt,
                 self.attempt_id,
                 rt.owner.host_instance_id,
@@ -681,6 +684,7 @@ class AttemptActor(pykka.ThreadingActor):
         if self.pending is None:
             self.pending = self._build_commit(self.decision)
         stored = self.rt.store.commit_terminal(self.pending)
+        fault_point("actor.after_terminal_commit_before_callback")
         self._finish_terminal(stored)
 
     def _finish_terminal(self, stored: AttemptRecord) -> None:
@@ -865,6 +869,13 @@ class AttemptActor(pykka.ThreadingActor):
                 cancellation_receipts=dict(self.cancellations),
             )
         )
+
+
+def _renew(heartbeat: Callable[..., AttemptRecord], *args: Any) -> AttemptRecord:
+    """One lease renewal, on a heartbeat thread, behind the ``actor.mid_heartbeat`` point
+    (an injected error there reaches ``HeartbeatDone`` like a store error)."""
+    fault_point("actor.mid_heartbeat")
+    return heartbeat(*args)
 
 
 def raise_reply(reply: concurrent.futures.Future[Any] | None, error: BaseException) -> None:

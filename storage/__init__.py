@@ -47,6 +47,7 @@ from ._faultpoints import fault_counts as fault_counts
 from ._faultpoints import fault_point as fault_point
 from ._faultpoints import reached_counts as reached_counts
 from ._faultpoints import reset_fault_counts as reset_fault_counts
+from ._faultpoints import wait_fired as wait_fired
 from ._kernel import KernelStore as KernelStore
 from ._lmdb import LmdbBackend as LmdbBackend
 from ._lmdb import LmdbSessionStore as LmdbSessionStore
@@ -149,4 +150,5 @@ __all__ = [
     "result_digest",
     "retained_view",
     "terminal_fingerprint",
+    "wait_fired",
 ]

@@ -120,6 +120,7 @@ class _Registry:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)
         self.arms: dict[str, list[_Arm]] = {}
         self.fired: dict[str, int] = {}
         self.reached: dict[str, int] = {}
@@ -212,6 +213,14 @@ def reached_counts() -> dict[str, int]:
         return dict(_registry.reached)
 
 
+def wait_fired(name: str, count: int, timeout: float) -> bool:
+    """Block until point ``name`` fired at least ``count`` times (since the last reset)
+    or ``timeout`` seconds passed; return whether it did. For tests and harnesses
+    that must not poll or sleep."""
+    with _registry.changed:
+        return _registry.changed.wait_for(lambda: _registry.fired.get(name, 0) >= count, timeout)
+
+
 def reset_fault_counts() -> None:
     """Zero :func:`fault_counts` and :func:`reached_counts`."""
     with _registry.lock:
@@ -259,11 +268,14 @@ def arm_from_env(
     *,
     sleeper: Callable[[float], object] | None = None,
     sleep_seconds: float | None = None,
+    default_sleep_seconds: float | None = None,
 ) -> int:
     """Arm the points named in ``SUBAGENTS_FAULTS`` and log to ``SUBAGENTS_FAULTS_LOG``.
 
-    ``environ`` defaults to :data:`os.environ`; ``SUBAGENTS_FAULTS_SLEEP_SECONDS``
-    sets how long ``sleep_past_ttl`` sleeps (``sleep_seconds`` overrides it).
+    ``environ`` defaults to :data:`os.environ`. How long ``sleep_past_ttl``
+    sleeps: ``sleep_seconds`` if given, else ``SUBAGENTS_FAULTS_SLEEP_SECONDS``,
+    else ``default_sleep_seconds`` (a host passes twice its lease TTL), else
+    :data:`DEFAULT_SLEEP_SECONDS`.
     Returns how many arms were added (0 when the variable is unset or empty: a
     production host pays nothing). A malformed spec raises
     :class:`FaultSpecError` before anything is armed.
@@ -279,6 +291,8 @@ def arm_from_env(
             raise FaultSpecError(
                 f"{ENV_FAULTS_SLEEP} must be a number", part=sleep_text, reason="sleep"
             ) from None
+    if sleep_seconds is None:
+        sleep_seconds = default_sleep_seconds
     arms = parse_spec(spec)
     if not arms:
         return 0
@@ -302,6 +316,7 @@ def _hit(name: str) -> str | None:
         if action is None:
             return None
         _registry.fired[name] = _registry.fired.get(name, 0) + 1
+        _registry.changed.notify_all()
         log_path = _registry.log_path
     if log_path is not None:
         _log(log_path, f"{name} {action} {os.getpid()}\n")

@@ -55,8 +55,10 @@ from storage import (
     StaleFence,
     StoreError,
     SystemClock,
+    arm_from_env,
     continuation_cause,
     continuation_input,
+    fault_point,
     retained_view,
 )
 
@@ -334,6 +336,7 @@ class HostService:
 
     async def start(self) -> None:
         """Reconcile what a previous host left, then start the maintenance tick."""
+        arm_from_env(default_sleep_seconds=2 * self.lease_ttl)  # SUBAGENTS_FAULTS, else no-op
         await self.maintain()
         self._tick = asyncio.get_running_loop().create_task(self._tick_loop())
 
@@ -497,6 +500,7 @@ class HostService:
                         run=run,
                     )
                 )
+                fault_point("delivery.after_continuation_admitted_before_ack")
             except StoreError as exc:
                 log.info("no continuation for %s now: %s", record.attempt_id, exc)
                 continue
