@@ -53,6 +53,7 @@ from storage import (
     SessionRecord,
     SessionStore,
     StaleFence,
+    StorageFull,
     StoreError,
     SystemClock,
     arm_from_env,
@@ -130,6 +131,15 @@ def map_store_error(exc: Exception) -> RpcError | None:
     """A storage or SDK error as a JSON-RPC error with a stable code (safe message)."""
     if isinstance(exc, RpcError):
         return exc
+    if isinstance(exc, StorageFull):
+        # Nothing was written and the call succeeds once the store has room: a
+        # retryable refusal (admission backs off), not a server failure.
+        log.warning("storage full: %s", exc)
+        return RpcError(
+            ErrorCode.STORAGE_UNAVAILABLE,
+            "storage is full; retry later",
+            {"reason": "storage_full"},
+        )
     table: list[tuple[type[Exception], ErrorCode, str]] = [
         (NotFound, ErrorCode.NOT_FOUND, "not found"),
         (AlreadyExists, ErrorCode.ALREADY_EXISTS, "already exists with other content"),
