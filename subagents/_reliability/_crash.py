@@ -377,7 +377,8 @@ def _pump(run: _Run, life: HostLife, calls: _Calls, until: float, stop: Callable
 def _cycle(run: _Run, zygote: Zygote, cycle: int, kind: str, name: str) -> None:
     env: dict[str, str] = {}
     if kind == "point":
-        nth = run.rng.randint(1, 3)
+        # The store points are reached on every commit; the others once or twice a life.
+        nth = run.rng.randint(1, 3) if name.startswith("store.") else 1
         env = {
             "SUBAGENTS_FAULTS": f"{name}=sigkill@{nth}",
             "SUBAGENTS_FAULTS_LOG": str(run.fault_log),
@@ -534,6 +535,7 @@ def _settle(run: _Run, zygote: Zygote) -> None:
     deadline = time.monotonic() + SETTLE_DEADLINE
     settled = False
     last_probe = 0.0
+    refused: set[str] = set()
     while time.monotonic() < deadline and not settled:
         try:
             message = life.next(0.1)
@@ -554,10 +556,12 @@ def _settle(run: _Run, zygote: Zygote) -> None:
                     and not run.pending_keys
                 )
             elif message.get("ev") == "error" and message.get("key") is not None:
-                # Refused while the session was busy: ask again shortly.
-                life.send(op="run", sid=message["sid"], key=message["key"], k=DELEGATIONS_PER_RUN)
+                refused.add(message["key"])  # the session was busy: ask again at the next probe
         if life.generation and time.monotonic() - last_probe > 0.1:
             last_probe = time.monotonic()
+            for key in sorted(refused & set(run.pending_keys)):
+                life.send(op="run", sid=run.pending_keys[key], key=key, k=DELEGATIONS_PER_RUN)
+            refused.clear()
             life.send(op="status")
     if not settled:
         run.violations.append(f"settle {run.settles}: work did not settle in {SETTLE_DEADLINE} s")

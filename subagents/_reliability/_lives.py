@@ -136,6 +136,7 @@ class HostLife:
         """Send one command; ``False`` if the life is already gone."""
         if self.log is not None:
             self.log.note("ask", life=self.pid, msg=message)
+            self.log.sync()  # what was asked is on disk before the host can act on it
         try:
             self.conn.sendall((json.dumps(message) + "\n").encode())
         except OSError:

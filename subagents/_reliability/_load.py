@@ -48,6 +48,8 @@ class LoadReport(msgspec.Struct, frozen=True, kw_only=True):
     seconds: float
     invariants_checked: int = 0
     attempts_per_second: float = 0.0
+    interrupted: int = 0
+    """Attempts the kill caught in flight (reconciled as ``host_process_lost``, then delivered)."""
 
 
 class _Load:
@@ -255,7 +257,7 @@ def _report(load: _Load, workdir: Path, total: int, kills: int, seconds: float) 
             continuations.setdefault(attempt_id, []).append(run.run_id)
             texts[run.run_id] = "".join(part.text for part in run.input)
     attempts = {record.attempt_id: record for record in snapshot.attempts}
-    completed = delivered = duplicates = lost = 0
+    completed = delivered = duplicates = lost = interrupted = 0
     for attempt_id in load.ledger.committed_attempts - set(attempts):
         lost += 1
         violations.append(f"attempt {attempt_id} was accepted but is not in the store")
@@ -266,6 +268,8 @@ def _report(load: _Load, workdir: Path, total: int, kills: int, seconds: float) 
         terminal = str(record.execution_status) in {"completed", "failed", "cancelled"}
         if str(record.execution_status) == "completed":
             completed += 1
+        elif record.failure_category == "host_process_lost":
+            interrupted += 1
         in_turn = not runs and record.continuation_run_id is None  # a live parent turn took it
         ok = (
             terminal
@@ -297,4 +301,5 @@ def _report(load: _Load, workdir: Path, total: int, kills: int, seconds: float) 
         seconds=round(seconds, 3),
         invariants_checked=result.checks,
         attempts_per_second=round(len(attempts) / seconds, 1) if seconds else 0.0,
+        interrupted=interrupted,
     )
