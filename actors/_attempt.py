@@ -539,7 +539,7 @@ class AttemptActor(pykka.ThreadingActor):
             return
         self.heartbeat_in_flight = True
         rt = self.rt
-        expires = rt.clock.now() + rt.lease_ttl
+        expires = rt.store.clock.now() + rt.lease_ttl  # store time decides lease expiry
         try:
             fut = rt.heartbeats.submit(
                 _renew,
@@ -840,7 +840,7 @@ class AttemptActor(pykka.ThreadingActor):
                 owner=lease.host_instance_id,
                 fencing_generation=lease.fencing_generation,
             ) from cause
-        if lease.lease_expires_at <= rt.clock.now():
+        if lease.lease_expires_at <= rt.store.clock.now():
             raise LeaseLost(
                 "the owner lease expired",
                 attempt_id=self.attempt_id,

@@ -62,13 +62,14 @@ class FaultyStore(StoreProxy):
 
     ``calls[op]`` counts calls, ``failures[op]`` injected failures (raised and
     lost), ``slowed[op]`` slow calls; :meth:`when_failed` gives an event that
-    fires once ``op`` failed ``count`` times. ``clock`` is the inner store's
-    clock, advanced by slow calls on the calling thread. Thread-safe.
+    fires once ``op`` failed ``count`` times. ``clock`` (kept as ``slow_clock``;
+    ``clock`` stays the inner store's) is advanced by slow calls on the calling
+    thread: pass the inner store's :class:`~storage.ManualClock`. Thread-safe.
     """
 
     def __init__(self, inner: SessionStore, *, clock: AdvancingClock | None = None) -> None:
         super().__init__(inner)
-        self.clock = clock
+        self.slow_clock = clock
         self.slowed: dict[str, int] = defaultdict(int)
         self.lock = threading.Lock()
         self.faults: dict[str, list[Fault]] = defaultdict(list)
@@ -81,7 +82,7 @@ class FaultyStore(StoreProxy):
         """Queue ``fault`` for the next calls of ``op`` (after the faults already planned)."""
         if op not in SessionStore.__abstractmethods__:
             raise ValueError(f"{op!r} is not a SessionStore operation")
-        if fault.mode == "slow" and self.clock is None:
+        if fault.mode == "slow" and self.slow_clock is None:
             raise ValueError("slow faults need a FaultyStore built with clock=")
         with self.lock:
             self.faults[op].append(fault)
@@ -140,8 +141,8 @@ class FaultyStore(StoreProxy):
         if fault is None:
             return getattr(self.inner, op)(*args, **kwargs)
         if fault.mode == "slow":
-            assert self.clock is not None
-            self.clock.advance(fault.delay)
+            assert self.slow_clock is not None
+            self.slow_clock.advance(fault.delay)
             with self.lock:
                 self.slowed[op] += 1
             return getattr(self.inner, op)(*args, **kwargs)

@@ -10,6 +10,7 @@ from ._clock import IdSource as IdSource
 from ._clock import ManualClock as ManualClock
 from ._clock import RandomIds as RandomIds
 from ._clock import SeededIds as SeededIds
+from ._clock import SkewedClock as SkewedClock
 from ._clock import SystemClock as SystemClock
 from ._contract import SessionStore as SessionStore
 from ._digest import continuation_cause as continuation_cause
@@ -128,6 +129,7 @@ __all__ = [
     "SeededIds",
     "SessionRecord",
     "SessionStore",
+    "SkewedClock",
     "StaleFence",
     "StorageFull",
     "StoreError",
