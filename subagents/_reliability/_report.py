@@ -50,8 +50,8 @@ BUDGETS: dict[str, Budget] = {
         step_count=50,
         stores=("memory", "lmdb"),
         crash_cycles=200,
-        load_sessions=16,
-        load_attempts=10,
+        load_sessions=32,
+        load_attempts=20,
     ),
     "deep": Budget(
         name="deep",
