@@ -336,7 +336,10 @@ def _verify_report(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(report.to_json().decode() + "\n")
     else:
-        rep.print_report(report, Console(highlight=False))
+        # Wide enough for the figures when stdout is a CI log rather than a terminal.
+        rep.print_report(
+            report, Console(highlight=False, width=None if sys.stdout.isatty() else 132)
+        )
     return 1 if report.violations else 0
 
 

@@ -46,7 +46,7 @@ BUDGETS: dict[str, Budget] = {
     "ci": Budget(
         name="ci",
         min_steps=10_000,
-        max_examples=450,
+        max_examples=300,
         step_count=50,
         stores=("memory", "lmdb"),
         crash_cycles=200,
