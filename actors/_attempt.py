@@ -54,6 +54,7 @@ from storage import (
     ResultRef,
     RetryableStorage,
     TerminalCommit,
+    fault_point,
     result_digest,
     terminal_fingerprint,
 )
@@ -430,6 +431,7 @@ class AttemptActor(pykka.ThreadingActor):
         self.child_done = True
         if self.decision is not None or self.lost:
             return
+        fault_point("actor.inside_finalizer")
         outcome = message.outcome
         if self.cancel_requested:
             # The cancelled result still carries what the child consumed and returned.
@@ -537,9 +539,10 @@ class AttemptActor(pykka.ThreadingActor):
             return
         self.heartbeat_in_flight = True
         rt = self.rt
-        expires = rt.clock.now() + rt.lease_ttl
+        expires = rt.store.clock.now() + rt.lease_ttl  # store time decides lease expiry
         try:
             fut = rt.heartbeats.submit(
+                _renew,
                 rt.store.heartbeat_attempt,
                 self.attempt_id,
                 rt.owner.host_instance_id,
@@ -681,6 +684,7 @@ class AttemptActor(pykka.ThreadingActor):
         if self.pending is None:
             self.pending = self._build_commit(self.decision)
         stored = self.rt.store.commit_terminal(self.pending)
+        fault_point("actor.after_terminal_commit_before_callback")
         self._finish_terminal(stored)
 
     def _finish_terminal(self, stored: AttemptRecord) -> None:
@@ -836,7 +840,7 @@ class AttemptActor(pykka.ThreadingActor):
                 owner=lease.host_instance_id,
                 fencing_generation=lease.fencing_generation,
             ) from cause
-        if lease.lease_expires_at <= rt.clock.now():
+        if lease.lease_expires_at <= rt.store.clock.now():
             raise LeaseLost(
                 "the owner lease expired",
                 attempt_id=self.attempt_id,
@@ -865,6 +869,13 @@ class AttemptActor(pykka.ThreadingActor):
                 cancellation_receipts=dict(self.cancellations),
             )
         )
+
+
+def _renew(heartbeat: Callable[..., AttemptRecord], *args: Any) -> AttemptRecord:
+    """One lease renewal, on a heartbeat thread, behind the ``actor.mid_heartbeat`` point
+    (an injected error there reaches ``HeartbeatDone`` like a store error)."""
+    fault_point("actor.mid_heartbeat")
+    return heartbeat(*args)
 
 
 def raise_reply(reply: concurrent.futures.Future[Any] | None, error: BaseException) -> None:

@@ -31,6 +31,7 @@ from storage import (
     SessionStore,
     StoreError,
     continuation_outcome,
+    fault_point,
 )
 
 from ._config import SupervisorLimits
@@ -198,6 +199,8 @@ class Deliverer:
         claim_id, record = self.claim(attempt_id, consumer, continuation_run_id)
         try:
             result = self.build(record, with_delta=True)
+            if continuation_run_id is not None:
+                fault_point("delivery.after_continuation_admitted_before_ack")
         except BaseException:
             self.release(attempt_id, claim_id)
             raise

@@ -284,7 +284,7 @@ class SupervisorActor(pykka.ThreadingActor):
         if agent_id is None:
             agent_id = f"{subagent_name}-bg-{rt.ids.token_hex(4)}"
         attempt_id = f"subattempt_{rt.ids.uuid4()}"
-        now = rt.clock.now()
+        now = rt.store.clock.now()  # the lease runs on store time, not this host's clock
         record = AttemptRecord(
             attempt_id=attempt_id,
             agent_id=agent_id,

@@ -53,6 +53,8 @@ from ._runner import RunResult as RunResult
 from ._runner import main as main
 from ._runner import run_machine as run_machine
 from ._runner import run_suite as run_suite
+from ._skew import ClockReport as ClockReport
+from ._skew import run_clock_cases as run_clock_cases
 from ._supervisor import SUPERVISOR_PLANTED as SUPERVISOR_PLANTED
 from ._supervisor import RedeliversDelivered as RedeliversDelivered
 from ._supervisor import SupervisorMachine as SupervisorMachine
@@ -61,6 +63,7 @@ from ._supervisor import supervisor_machine as supervisor_machine
 
 __all__ = [
     "BUILTIN_FACTORIES",
+    "ClockReport",
     "ContractMachine",
     "ContractViolation",
     "DECISIONS",
@@ -104,6 +107,7 @@ __all__ = [
     "replay_machine",
     "resolve_factory",
     "retention_machine",
+    "run_clock_cases",
     "run_machine",
     "run_suite",
     "supervisor_machine",

@@ -2,8 +2,9 @@
 
 :class:`FaultyStore` delegates every :class:`~storage.SessionStore` operation to
 an inner store and injects planned faults: a transient failure before the call
-(nothing written), a lost response (the call applied, then an error), or a
-call held until released.
+(nothing written), a lost response (the call applied, then an error), a slow
+call (store time moves on while the call is "in flight": the injected clock is
+advanced before the call, never a real sleep), or a call held until released.
 """
 
 from __future__ import annotations
@@ -11,19 +12,30 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from storage import RetryableStorage, SessionStore
 
 from ._planted import StoreProxy
 
+FAULT_MODES = ("raise", "lost", "slow", "block")
+
+
+class AdvancingClock(Protocol):
+    """A clock a slow call can move (e.g. :class:`~storage.ManualClock`)."""
+
+    def advance(self, seconds: float) -> float: ...
+
 
 class Fault:
-    """One planned fault: ``times`` failures of one store operation.
+    """One planned fault: ``times`` faulty calls of one store operation.
 
     ``mode`` is ``"raise"`` (raise before calling the store: nothing written),
     ``"lost"`` (call the store, then raise: the write applied, the response is
-    lost) or ``"block"`` (wait for ``release`` before calling).
+    lost), ``"slow"`` (advance the store's clock by ``delay`` seconds, then call
+    the store normally: the call took that long in store time; needs a
+    :class:`FaultyStore` built with ``clock=``) or ``"block"`` (wait for
+    ``release`` before calling).
     """
 
     def __init__(
@@ -31,12 +43,16 @@ class Fault:
         times: int,
         error: Callable[[], BaseException] = lambda: RetryableStorage("injected"),
         mode: str = "raise",
+        delay: float = 0.0,
     ) -> None:
-        if mode not in ("raise", "lost", "block"):
+        if mode not in FAULT_MODES:
             raise ValueError(f"unknown fault mode {mode!r}")
+        if mode == "slow" and not delay > 0:
+            raise ValueError("a slow fault needs a positive delay")
         self.times = times
         self.error = error
         self.mode = mode
+        self.delay = float(delay)
         self.release = threading.Event()
         self.entered = threading.Event()
 
@@ -44,13 +60,17 @@ class Fault:
 class FaultyStore(StoreProxy):
     """Delegates every contract operation to ``inner`` and injects planned faults.
 
-    ``calls[op]`` counts calls, ``failures[op]`` injected failures;
-    :meth:`when_failed` gives an event that fires once ``op`` failed ``count`` times.
-    Thread-safe.
+    ``calls[op]`` counts calls, ``failures[op]`` injected failures (raised and
+    lost), ``slowed[op]`` slow calls; :meth:`when_failed` gives an event that
+    fires once ``op`` failed ``count`` times. ``clock`` (kept as ``slow_clock``;
+    ``clock`` stays the inner store's) is advanced by slow calls on the calling
+    thread: pass the inner store's :class:`~storage.ManualClock`. Thread-safe.
     """
 
-    def __init__(self, inner: SessionStore) -> None:
+    def __init__(self, inner: SessionStore, *, clock: AdvancingClock | None = None) -> None:
         super().__init__(inner)
+        self.slow_clock = clock
+        self.slowed: dict[str, int] = defaultdict(int)
         self.lock = threading.Lock()
         self.faults: dict[str, list[Fault]] = defaultdict(list)
         self.calls: dict[str, int] = defaultdict(int)
@@ -62,6 +82,8 @@ class FaultyStore(StoreProxy):
         """Queue ``fault`` for the next calls of ``op`` (after the faults already planned)."""
         if op not in SessionStore.__abstractmethods__:
             raise ValueError(f"{op!r} is not a SessionStore operation")
+        if fault.mode == "slow" and self.slow_clock is None:
+            raise ValueError("slow faults need a FaultyStore built with clock=")
         with self.lock:
             self.faults[op].append(fault)
         return fault
@@ -117,6 +139,12 @@ class FaultyStore(StoreProxy):
             self._failed(op)
             raise sticky()
         if fault is None:
+            return getattr(self.inner, op)(*args, **kwargs)
+        if fault.mode == "slow":
+            assert self.slow_clock is not None
+            self.slow_clock.advance(fault.delay)
+            with self.lock:
+                self.slowed[op] += 1
             return getattr(self.inner, op)(*args, **kwargs)
         if fault.mode == "block":
             fault.entered.set()

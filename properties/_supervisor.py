@@ -7,7 +7,7 @@ conflicts, a full queue), cancel (idempotent ids, conflicting reasons), wait
 (one attempt, unknown ids, all), the parent's next turn (``take_pending``),
 ``subagent_info``, children that take a turn, complete, fail or raise, injected
 store faults (transient failures before the write, lost responses after it,
-typed as transient or untyped),
+typed as transient or untyped, slow calls that move store time),
 store time moving (within the lease, and past it so every live attempt is
 lost and reconciled) and checked shutdown.
 
@@ -111,6 +111,8 @@ FAULT_OPS = (
     "release_delivery",
 )
 FAULT_BUDGET = 6
+SLOW_CALL = 1.0
+"""Store seconds one slow call takes (FAULT_BUDGET of them stay well within the lease)."""
 """Injected failures per example (fewer than the delivery retries, so none is permanent)."""
 SHUTDOWN_AFTER = 25
 """Steps an example runs before shutdown may be chosen (after it, most rules only check
@@ -295,7 +297,7 @@ class SupervisorMachine(RuleBasedStateMachine):
         type(self).stats.examples += 1
         self.clock = ManualClock(START)
         self.handle: StoreHandle = type(self).factory(self.clock)
-        self.faulty = FaultyStore(self.handle.store)
+        self.faulty = FaultyStore(self.handle.store, clock=self.clock)
         self.children = Children()
         self.callback = Callback()
         self.supervisor: BackgroundSubagentSupervisor | None = None
@@ -880,7 +882,7 @@ class SupervisorMachine(RuleBasedStateMachine):
     @precondition(lambda self: not self.closed and self.fault_budget > 0)
     @rule(
         op=st.sampled_from(FAULT_OPS),
-        mode=st.sampled_from(["raise", "lost", "lost-untyped"]),
+        mode=st.sampled_from(["raise", "lost", "lost-untyped", "slow"]),
         times=st.integers(1, 2),
     )
     def inject_fault(self, op: str, mode: str, times: int) -> None:
@@ -890,6 +892,10 @@ class SupervisorMachine(RuleBasedStateMachine):
             # The write applied, then a failure that says nothing about it (not
             # RetryableStorage): the supervisor must find out what happened.
             fault = Fault(times, error=lambda: Failed("injected: response lost"), mode="lost")
+        elif mode == "slow":
+            # Store time moves on during the call; counted as drift so leases never lapse.
+            fault = Fault(times, mode="slow", delay=SLOW_CALL)
+            self.drift += times * SLOW_CALL
         else:
             fault = Fault(times, mode=mode)
         self.faulty.plan(op, fault)

@@ -10,6 +10,7 @@ from ._clock import IdSource as IdSource
 from ._clock import ManualClock as ManualClock
 from ._clock import RandomIds as RandomIds
 from ._clock import SeededIds as SeededIds
+from ._clock import SkewedClock as SkewedClock
 from ._clock import SystemClock as SystemClock
 from ._contract import SessionStore as SessionStore
 from ._digest import continuation_cause as continuation_cause
@@ -36,6 +37,18 @@ from ._errors import RunConflict as RunConflict
 from ._errors import StaleFence as StaleFence
 from ._errors import StorageFull as StorageFull
 from ._errors import StoreError as StoreError
+from ._faultpoints import FAULT_ACTIONS as FAULT_ACTIONS
+from ._faultpoints import FAULT_POINTS as FAULT_POINTS
+from ._faultpoints import FaultSpecError as FaultSpecError
+from ._faultpoints import arm as arm
+from ._faultpoints import arm_from_env as arm_from_env
+from ._faultpoints import configure as configure
+from ._faultpoints import disarm_all as disarm_all
+from ._faultpoints import fault_counts as fault_counts
+from ._faultpoints import fault_point as fault_point
+from ._faultpoints import reached_counts as reached_counts
+from ._faultpoints import reset_fault_counts as reset_fault_counts
+from ._faultpoints import wait_fired as wait_fired
 from ._kernel import KernelStore as KernelStore
 from ._lmdb import LmdbBackend as LmdbBackend
 from ._lmdb import LmdbSessionStore as LmdbSessionStore
@@ -85,7 +98,10 @@ __all__ = [
     "DeliveryClaimed",
     "DeliveryRelease",
     "DriverMissing",
+    "FAULT_ACTIONS",
+    "FAULT_POINTS",
     "Failed",
+    "FaultSpecError",
     "IdSource",
     "IdempotencyConflict",
     "IllegalTransition",
@@ -113,18 +129,28 @@ __all__ = [
     "SeededIds",
     "SessionRecord",
     "SessionStore",
+    "SkewedClock",
     "StaleFence",
     "StorageFull",
     "StoreError",
     "SystemClock",
     "TerminalCommit",
     "Txn",
+    "arm",
+    "arm_from_env",
+    "configure",
     "continuation_cause",
     "continuation_input",
     "continuation_outcome",
+    "disarm_all",
+    "fault_counts",
+    "fault_point",
     "input_digest",
+    "reached_counts",
     "request_digest",
+    "reset_fault_counts",
     "result_digest",
     "retained_view",
     "terminal_fingerprint",
+    "wait_fired",
 ]

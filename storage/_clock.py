@@ -82,6 +82,48 @@ class ManualClock:
         return f"ManualClock(now={self.now()!r})"
 
 
+class SkewedClock:
+    """One host's view of another clock: ``base.now()`` plus an offset a test moves.
+
+    Models a host whose wall clock is wrong or steps (NTP jumps, a VM resumed):
+    ``now()`` is ``base.now() + offset``; ``monotonic()`` is the base's, since a
+    wall-clock step never moves a monotonic clock. Lease decisions must not
+    depend on such a clock: the store's clock decides them. Thread-safe.
+    """
+
+    def __init__(self, base: Clock, offset: float = 0.0) -> None:
+        self._lock = threading.Lock()
+        self._base = base
+        self._offset = float(offset)
+
+    @property
+    def offset(self) -> float:
+        with self._lock:
+            return self._offset
+
+    def set_offset(self, offset: float) -> None:
+        """Make this host's wall clock ``offset`` seconds ahead of the base (negative: behind)."""
+        with self._lock:
+            self._offset = float(offset)
+
+    def step(self, seconds: float) -> float:
+        """Jump this host's wall clock by ``seconds`` (negative: backwards); the new offset."""
+        with self._lock:
+            self._offset += seconds
+            return self._offset
+
+    def now(self) -> float:
+        with self._lock:
+            offset = self._offset
+        return self._base.now() + offset
+
+    def monotonic(self) -> float:
+        return self._base.monotonic()
+
+    def __repr__(self) -> str:
+        return f"SkewedClock(offset={self.offset!r})"
+
+
 @runtime_checkable
 class IdSource(Protocol):
     """A source of fresh identifiers. Must be safe to call from any thread."""

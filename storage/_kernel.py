@@ -98,6 +98,7 @@ from ._errors import (
     StaleFence,
     StoreError,
 )
+from ._faultpoints import instrument_backend
 from ._records import (
     ASYNC_SUBAGENT_RESULT,
     SCHEMA_VERSION,
@@ -218,7 +219,7 @@ class KernelStore(SessionStore):
             raise Failed("backend lacks tables the kernel needs", tables=missing)
         if not retention_seconds > 0:
             raise ValueError("retention_seconds must be positive")
-        self._backend = backend
+        self._backend = instrument_backend(backend)
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.retention_seconds = float(retention_seconds)
         self._check_schema()

@@ -232,6 +232,9 @@ def _verify(args: argparse.Namespace) -> int:
 
     import properties  # noqa: PLC0415 - only `verify` needs the conformance suite
 
+    if args.report:
+        return _verify_report(args)
+
     if args.profile not in properties.PROFILES:
         raise _CliError(
             f"unknown profile {args.profile!r}", f"use one of: {', '.join(properties.PROFILES)}"
@@ -284,6 +287,102 @@ def _verify(args: argparse.Namespace) -> int:
         for line in r.reproduction:
             console.print("    " + line, markup=False)
     return 1 if failed else 0
+
+
+_REPORT_SECTIONS = ("properties", "clock", "crash", "hostile", "load")
+
+
+def _verify_report(args: argparse.Namespace) -> int:
+    """Every reliability run at the profile's budget, one report, exit 1 on any violation."""
+    import tempfile  # noqa: PLC0415
+
+    from hypothesis import settings  # noqa: PLC0415
+
+    import properties  # noqa: PLC0415 - the CLI is the one place that runs the suite
+
+    from ._reliability import _report as rep  # noqa: PLC0415
+
+    if args.profile not in rep.BUDGETS:
+        raise _CliError(
+            f"unknown report profile {args.profile!r}", f"use one of: {', '.join(rep.BUDGETS)}"
+        )
+    skip = set(args.skip or ())
+    unknown = sorted(skip - set(_REPORT_SECTIONS))
+    if unknown:
+        raise _CliError(
+            f"unknown section {unknown[0]!r}", f"use one of: {', '.join(_REPORT_SECTIONS)}"
+        )
+    if args.store or args.machine:
+        raise _CliError(
+            "--report runs every machine on the profile's stores",
+            "drop --store/--machine, or run verify without --report",
+        )
+    if skip == set(_REPORT_SECTIONS):
+        raise _CliError("every section is skipped", "skip fewer sections")
+    budget = rep.BUDGETS[args.profile]
+    seed = args.seed if args.seed is not None else rep.default_seed()
+    # Status lines go to stderr so `--json` keeps stdout to the one JSON document.
+    err = Console(stderr=True, highlight=False)
+    started = time.monotonic()
+
+    def property_rows() -> rep.Section:
+        properties.load_profile("ci" if args.profile == "ci" else "deep")
+        hyp = settings(
+            properties.profile_settings(),
+            max_examples=budget.max_examples,
+            stateful_step_count=budget.step_count,
+        )
+        rows = []
+        for name in [*properties.MACHINES, "supervisor"]:
+            for store in budget.stores:
+                r = properties.run_machine(name, properties.resolve_factory(store), hyp)
+                err.print(f"  {name} x {store}: {r.steps:,} steps, {r.seconds:.1f}s")
+                rows.append(
+                    rep.PropertyRow(
+                        machine=r.machine,
+                        store=r.store,
+                        examples=r.examples,
+                        steps=r.steps,
+                        invariants=r.invariants,
+                        operations=r.operations,
+                        seconds=r.seconds,
+                        failure=r.failure,
+                        reproduction=tuple(r.reproduction),
+                    )
+                )
+        return rep.properties_section(rows, budget)
+
+    def clock() -> rep.Section:
+        from properties._skew import run_clock_cases  # noqa: PLC0415
+
+        return rep.clock_section(run_clock_cases(seed=seed))
+
+    with contextlib.ExitStack() as stack:
+        if args.workdir is not None:
+            workdir = Path(args.workdir)
+            workdir.mkdir(parents=True, exist_ok=True)
+        else:
+            workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="verify-")))
+        runners = [("properties", property_rows), ("clock", clock)]
+        runners += rep.harness_runners(budget, seed, workdir)
+        sections = rep.run_sections(
+            [(name, run) for name, run in runners if name not in skip], progress=err.print
+        )
+    report = rep.Report(
+        profile=args.profile,
+        seed=seed,
+        commit=rep.current_commit(),
+        sections=tuple(sections),
+        seconds=time.monotonic() - started,
+    )
+    if args.json:
+        sys.stdout.write(report.to_json().decode() + "\n")
+    else:
+        # Wide enough for the figures when stdout is a CI log rather than a terminal.
+        rep.print_report(
+            report, Console(highlight=False, width=None if sys.stdout.isatty() else 132)
+        )
+    return 1 if report.violations else 0
 
 
 # -- attempts ---------------------------------------------------------------------------------
@@ -481,6 +580,18 @@ def _build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--store", action="append", help="memory | lmdb | lmdb-reopen | mod:fn")
     verify.add_argument("--machine", action="append", help="machine name (repeatable)")
     verify.add_argument("--profile", default="ci", help="ci | deep")
+    verify.add_argument(
+        "--report",
+        action="store_true",
+        help="run every reliability run (properties, clock skew, crash, hostile, load) "
+        "at the profile's budget and print the figures; exit 1 on any violation",
+    )
+    verify.add_argument("--seed", type=int, help="with --report: the seed (default 0)")
+    verify.add_argument("--json", action="store_true", help="with --report: print one JSON")
+    verify.add_argument("--workdir", help="with --report: keep the runs' files here")
+    verify.add_argument(
+        "--skip", action="append", choices=_REPORT_SECTIONS, help="with --report: skip a section"
+    )
 
     attempts = sub.add_parser("attempts", help="inspect or cancel durable attempts (trusted)")
     asub = attempts.add_subparsers(dest="attempts_command", required=True, metavar="ACTION")

@@ -113,6 +113,13 @@ class Tool:
                     tool=self.name,
                     path="$",
                 ) from error
+            except RecursionError:
+                # msgspec gives up on very deep nesting with RecursionError, not DecodeError.
+                raise ToolArgumentError(
+                    f"arguments for tool {self.name!r} are nested too deeply",
+                    tool=self.name,
+                    path="$",
+                ) from None
         return arguments
 
     def validate(self, arguments: Any) -> Any:

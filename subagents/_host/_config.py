@@ -223,6 +223,14 @@ def parse_host_config(
         raise config_error(
             source, None, f"not valid TOML: {exc}", "fix the TOML syntax at that line"
         ) from None
+    except RecursionError:
+        raise config_error(
+            source, None, "not valid TOML: nested too deeply", "flatten the nested values"
+        ) from None
+    except ValueError as exc:  # e.g. an integer longer than Python converts (4300 digits)
+        raise config_error(
+            source, None, f"not valid TOML: {exc}", "fix the value at that line"
+        ) from None
     try:
         raw = msgspec.convert(data, _RawConfig, strict=True)
     except msgspec.ValidationError as exc:

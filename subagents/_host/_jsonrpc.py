@@ -211,6 +211,16 @@ class Dispatcher:
                     {"reason": "parse_error", "detail": str(exc)},
                 ),
             )
+        except RecursionError:
+            # msgspec gives up on very deep nesting with RecursionError, not DecodeError.
+            return _error_frame(
+                None,
+                RpcError(
+                    ErrorCode.PARSE_ERROR,
+                    "parse error: the frame is nested too deeply",
+                    {"reason": "too_deep"},
+                ),
+            )
         if isinstance(message, list):
             if not message:
                 return _error_frame(None, _invalid("empty_batch", "invalid request: empty batch"))

@@ -53,10 +53,13 @@ from storage import (
     SessionRecord,
     SessionStore,
     StaleFence,
+    StorageFull,
     StoreError,
     SystemClock,
+    arm_from_env,
     continuation_cause,
     continuation_input,
+    fault_point,
     retained_view,
 )
 
@@ -128,6 +131,15 @@ def map_store_error(exc: Exception) -> RpcError | None:
     """A storage or SDK error as a JSON-RPC error with a stable code (safe message)."""
     if isinstance(exc, RpcError):
         return exc
+    if isinstance(exc, StorageFull):
+        # Nothing was written and the call succeeds once the store has room: a
+        # retryable refusal (admission backs off), not a server failure.
+        log.warning("storage full: %s", exc)
+        return RpcError(
+            ErrorCode.STORAGE_UNAVAILABLE,
+            "storage is full; retry later",
+            {"reason": "storage_full"},
+        )
     table: list[tuple[type[Exception], ErrorCode, str]] = [
         (NotFound, ErrorCode.NOT_FOUND, "not found"),
         (AlreadyExists, ErrorCode.ALREADY_EXISTS, "already exists with other content"),
@@ -334,6 +346,7 @@ class HostService:
 
     async def start(self) -> None:
         """Reconcile what a previous host left, then start the maintenance tick."""
+        arm_from_env(default_sleep_seconds=2 * self.lease_ttl)  # SUBAGENTS_FAULTS, else no-op
         await self.maintain()
         self._tick = asyncio.get_running_loop().create_task(self._tick_loop())
 
@@ -497,6 +510,7 @@ class HostService:
                         run=run,
                     )
                 )
+                fault_point("delivery.after_continuation_admitted_before_ack")
             except StoreError as exc:
                 log.info("no continuation for %s now: %s", record.attempt_id, exc)
                 continue

@@ -1,0 +1,83 @@
+"""The host arms fault points from ``SUBAGENTS_FAULTS`` at start, and reaches the
+continuation point when it admits a continuation run."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+from host_helpers import CONFIG, Client, next_event
+
+import storage
+from storage import MemorySessionStore
+from subagents._host import HostService, parse_host_config
+from subagents._host._eventlog import MemoryEventLog
+
+
+@pytest.fixture(autouse=True)
+def clean_registry() -> Iterator[None]:
+    storage.disarm_all()
+    storage.reset_fault_counts()
+    yield
+    storage.disarm_all()
+    storage.reset_fault_counts()
+
+
+def make_service() -> HostService:
+    store = MemorySessionStore()
+    return HostService(
+        parse_host_config(CONFIG),
+        store=store,
+        events=MemoryEventLog(),
+        tick_seconds=0.05,
+        closers=[store.close],
+    )
+
+
+async def test_a_host_without_the_variable_arms_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("SUBAGENTS_FAULTS", raising=False)
+    svc = make_service()
+    await svc.start()
+    try:
+        client = Client(svc.dispatcher())
+        await client.result("session.create", {"session_id": "s1"})
+    finally:
+        await svc.close()
+    assert storage.reached_counts() == {}
+
+
+async def test_a_fault_after_admitting_a_continuation_never_admits_a_second_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(
+        "SUBAGENTS_FAULTS", "delivery.after_continuation_admitted_before_ack=raise_transient"
+    )
+    svc = make_service()
+    await svc.start()
+    try:
+        client = Client(svc.dispatcher())
+        await client.result("session.create", {"session_id": "s1"})
+        parent = await client.result("run.start", {"session_id": "s1", "input": "plan"})
+        await next_event(svc, "s1", "run.completed", parent["run_id"])
+        accepted = await svc.supervisor("s1").delegate(
+            "research", "collect", parent_run_id=parent["run_id"]
+        )
+        point = "delivery.after_continuation_admitted_before_ack"
+        # The maintenance tick admits the continuation once the result is terminal.
+        assert await asyncio.to_thread(storage.wait_fired, point, 1, 10)
+        for _ in range(5):
+            await svc.maintain()
+        assert storage.fault_counts() == {point: 1}
+        runs = (await client.result("run.list", {"session_id": "s1"}))["runs"]
+        continuations = [r for r in runs if r["trigger_type"] == "async_subagent_result"]
+        assert len(continuations) == 1  # admitted once; the lost ack never admits another
+        record = svc.store.load_attempt(accepted.attempt_id)
+        assert record.continuation_run_id == continuations[0]["run_id"]
+        assert record.result_ref is not None  # the result stays as evidence
+        # The host keeps serving.
+        await client.result("session.create", {"session_id": "s2"})
+    finally:
+        await svc.close()

@@ -1,0 +1,142 @@
+"""Crash runs: real host processes SIGKILLed at named points, restarted, checked.
+
+A short run must be green *and* show that it really killed and replayed; a
+store doctored behind the oracle's back must be reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from storage import ASYNC_SUBAGENT_RESULT, LmdbSessionStore
+from subagents._reliability._crash import (
+    FAULT_POINTS,
+    REPLAYS,
+    CrashReport,
+    minimums,
+    run_crash_cycles,
+    shortfalls,
+)
+from subagents._reliability._oracle import Ledger, Life, Snapshot, check_snapshot, take_snapshot
+
+pytestmark = pytest.mark.timeout(240)
+
+
+@pytest.fixture(scope="module")
+def crashed(tmp_path_factory: pytest.TempPathFactory) -> tuple[CrashReport, Path]:
+    workdir = tmp_path_factory.mktemp("crash")
+    return run_crash_cycles(cycles=12, seed=11, workdir=workdir), workdir
+
+
+def test_a_short_crash_run_is_green_and_really_killed(
+    crashed: tuple[CrashReport, Path],
+) -> None:
+    report, _ = crashed
+    assert report.violations == ()
+    assert report.kills == report.cycles == 12
+    assert report.restarts == report.kills  # each kill is followed by one restart
+    assert sum(report.kills_by_point[p] for p in FAULT_POINTS) >= 4
+    assert sum(report.faults_fired.values()) >= 4
+    assert all(report.replays[path] >= 1 for path in REPLAYS), report.replays
+    assert report.attempts_accepted > 0
+    assert report.invariants_checked > 100
+    assert report.seconds_per_cycle < 5.0
+
+
+def test_two_hundred_cycles_need_five_kills_per_point_and_twenty_random_kills() -> None:
+    assert minimums(200) == (5, 20, 1)
+    assert minimums(10_000) == (250, 1000, 1)
+
+
+def test_a_run_that_injected_nothing_is_a_violation() -> None:
+    missed = shortfalls(200, {}, {})
+    assert "fault point store.after_commit fired 0 times (minimum 5)" in missed
+    assert "random-delay kills: 0 (minimum 20)" in missed
+    assert "replay path continuation-exact-replay seen 0 times (minimum 1)" in missed
+    assert len(missed) == len(FAULT_POINTS) + 1 + len(REPLAYS)
+    full = dict.fromkeys(FAULT_POINTS, 5) | {"random-delay": 20}
+    assert shortfalls(200, full, dict.fromkeys(REPLAYS, 1)) == []
+
+
+def _store_view(workdir: Path) -> tuple[Snapshot, Ledger]:
+    store = LmdbSessionStore(workdir / "data" / "lmdb")
+    try:
+        snapshot = take_snapshot(store, "default")
+    finally:
+        store.close()
+    ledger = Ledger()
+    generations = {r.owner_lease.fencing_generation for r in snapshot.attempts}
+    generations |= {
+        r.admission_lease.fencing_generation for r in snapshot.runs if r.admission_lease
+    }
+    for generation in generations:
+        ledger.lives[generation] = Life(generation=generation, pid=0, started=0.0)
+    ledger.committed_attempts = {r.attempt_id for r in snapshot.attempts}
+    return snapshot, ledger
+
+
+def _second_continuation(snapshot: Snapshot, ledger: Ledger) -> str:
+    run = next(r for r in snapshot.runs if r.trigger_type == ASYNC_SUBAGENT_RESULT)
+    snapshot.runs.append(msgspec.structs.replace(run, run_id=run.run_id + "-twin"))
+    return "2 continuation runs"
+
+
+def _ungranted_owner(snapshot: Snapshot, ledger: Ledger) -> str:
+    record = snapshot.attempts[0]
+    lease = msgspec.structs.replace(record.owner_lease, fencing_generation=10_000)
+    snapshot.attempts[0] = msgspec.structs.replace(record, owner_lease=lease)
+    return "generation 10000 never granted"
+
+
+def _write_after_death(snapshot: Snapshot, ledger: Ledger) -> str:
+    record = snapshot.attempts[0]
+    ledger.lives[record.owner_lease.fencing_generation].died = record.owner_lease.heartbeat_at - 1
+    return "after it was fenced out"
+
+
+def _second_terminal_record(snapshot: Snapshot, ledger: Ledger) -> str:
+    record = next(r for r in snapshot.attempts if r.terminal_fingerprint is not None)
+    ledger.fingerprints[record.attempt_id] = "sha256:" + "0" * 64
+    return "second terminal record"
+
+
+def _lost_attempt(snapshot: Snapshot, ledger: Ledger) -> str:
+    ledger.committed_attempts.add("subattempt_never_stored")
+    return "subattempt_never_stored is missing"
+
+
+def _undelivered_result(snapshot: Snapshot, ledger: Ledger) -> str:
+    record = next(
+        r
+        for r in snapshot.attempts
+        if str(r.execution_status) == "completed" and r.continuation_run_id is not None
+    )
+    snapshot.runs = [r for r in snapshot.runs if r.run_id != record.continuation_run_id]
+    return "does not exist"
+
+
+@pytest.mark.parametrize(
+    "doctor",
+    [
+        _second_continuation,
+        _ungranted_owner,
+        _write_after_death,
+        _second_terminal_record,
+        _lost_attempt,
+        _undelivered_result,
+    ],
+)
+def test_a_doctored_store_is_reported(
+    crashed: tuple[CrashReport, Path], doctor: Callable[[Snapshot, Ledger], str]
+) -> None:
+    _, workdir = crashed
+    snapshot, ledger = _store_view(workdir)
+    assert check_snapshot(snapshot, ledger, final=True).violations == []
+    snapshot, ledger = _store_view(workdir)
+    expected = doctor(snapshot, ledger)
+    violations = check_snapshot(snapshot, ledger).violations
+    assert any(expected in v for v in violations), violations
