@@ -39,6 +39,7 @@ from storage import (
     AlreadyExists,
     Clock,
     Conflict,
+    ContinuationReceipt,
     Delivered,
     DeliveryClaimed,
     IdempotencyConflict,
@@ -123,6 +124,8 @@ MAX_INPUT_BYTES = 64 * 1024
 MAX_STEERING_BYTES = 16 * 1024
 MAX_QUEUED_STEERING = 32
 CONTINUATION_CLAIM_SECONDS = 30.0
+CONTINUATION_REPLAYS = 3
+"""How often a continuation admission whose response was lost is replayed at once."""
 FULL_SCAN_TICKS = 60
 _TERMINAL_RUN = {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED}
 
@@ -501,7 +504,7 @@ class HostService:
                     trace_context=record.trace_context,
                     admission_lease=self._lease(admission_id),
                 )
-                receipt = self.store.acquire_continuation(
+                receipt = self._acquire_continuation(
                     AcquireContinuation(
                         attempt_id=record.attempt_id,
                         claim_id=f"claim_{self.ids.token_hex(8)}",
@@ -510,7 +513,6 @@ class HostService:
                         run=run,
                     )
                 )
-                fault_point("delivery.after_continuation_admitted_before_ack")
             except StoreError as exc:
                 log.info("no continuation for %s now: %s", record.attempt_id, exc)
                 continue
@@ -522,6 +524,27 @@ class HostService:
                 {"trigger_type": ASYNC_SUBAGENT_RESULT, "attempt_id": record.attempt_id},
             )
             self._launch(admitted, profile, admission_id)
+
+    def _acquire_continuation(self, request: AcquireContinuation) -> ContinuationReceipt:
+        """Admit ``request``'s run, replaying the exact request when a response is lost.
+
+        A transient error may come after the store committed the admission (the
+        response was lost): the same request again is answered with the same
+        receipt (``idempotent_replay``), so the run is launched instead of being
+        left admitted and never started. Any other error, or a transient one
+        ``CONTINUATION_REPLAYS`` times over, propagates and the next tick retries
+        from the pending list.
+        """
+        for replay in range(CONTINUATION_REPLAYS + 1):
+            try:
+                receipt = self.store.acquire_continuation(request)
+                fault_point("delivery.after_continuation_admitted_before_ack")
+                return receipt
+            except RetryableStorage:
+                if replay == CONTINUATION_REPLAYS:
+                    raise
+                log.info("replaying the continuation admission of %s", request.attempt_id)
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
     async def close(self) -> None:
         """Stop admission, cancel runs, shut supervisors down, reconcile, release. Idempotent."""

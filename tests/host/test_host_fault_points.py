@@ -49,11 +49,11 @@ async def test_a_host_without_the_variable_arms_nothing(
     assert storage.reached_counts() == {}
 
 
-async def test_a_fault_after_admitting_a_continuation_never_admits_a_second_one(
+async def test_a_lost_continuation_admission_is_replayed_and_its_run_launched_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv(
-        "SUBAGENTS_FAULTS", "delivery.after_continuation_admitted_before_ack=raise_transient"
+        "SUBAGENTS_FAULTS", "delivery.after_continuation_admitted_before_ack=lose_response"
     )
     svc = make_service()
     await svc.start()
@@ -68,14 +68,17 @@ async def test_a_fault_after_admitting_a_continuation_never_admits_a_second_one(
         point = "delivery.after_continuation_admitted_before_ack"
         # The maintenance tick admits the continuation once the result is terminal.
         assert await asyncio.to_thread(storage.wait_fired, point, 1, 10)
+        record = svc.store.load_attempt(accepted.attempt_id)
+        assert record.continuation_run_id is not None
+        # The exact replay found the admitted run, so the host launched it.
+        await next_event(svc, "s1", "run.completed", record.continuation_run_id)
         for _ in range(5):
             await svc.maintain()
         assert storage.fault_counts() == {point: 1}
         runs = (await client.result("run.list", {"session_id": "s1"}))["runs"]
         continuations = [r for r in runs if r["trigger_type"] == "async_subagent_result"]
-        assert len(continuations) == 1  # admitted once; the lost ack never admits another
-        record = svc.store.load_attempt(accepted.attempt_id)
-        assert record.continuation_run_id == continuations[0]["run_id"]
+        assert [r["run_id"] for r in continuations] == [record.continuation_run_id]
+        assert continuations[0]["status"] == "completed"
         assert record.result_ref is not None  # the result stays as evidence
         # The host keeps serving.
         await client.result("session.create", {"session_id": "s2"})
