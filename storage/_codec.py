@@ -163,10 +163,11 @@ def time_from_key(data: bytes) -> float:
 
 _SEQ = struct.Struct(">Q")
 
-# Kinds of index entry. The ``attempts`` table holds the attempt records *and* every
-# attempt index, the ``runs`` table the run records and the run indexes: on
-# LMDB each named database a commit touches costs its own copied tree path in
-# the fsync, so an operation should touch as few trees as it can.
+# Kinds of index entry. The ``index`` table holds every attempt index (a
+# short tree of small entries beside the deep tree of attempt records), the
+# ``runs`` table the run records and the run indexes: on LMDB every page a
+# commit dirties (each tree's copied path included) is written before the
+# fsync, so an operation should dirty as few pages as it can.
 # Index kinds start with NUL, which no id may contain: records keep the plain id
 # as their key and every index entry sorts before every record.
 INDEX = b"\x00"

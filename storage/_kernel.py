@@ -68,7 +68,7 @@ from __future__ import annotations
 import math
 import operator
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
 import msgspec
@@ -1088,15 +1088,18 @@ class KernelStore(SessionStore):
     ) -> list[AttemptRecord]:
         def fn(txn: Txn) -> list[AttemptRecord]:
             if session_id is None:
-                found = _tracked(txn, namespace_id, b"P", b"R")
+                sessions: Iterable[bytes] = _sessions(txn, namespace_id)
             else:
-                found = _session_entries(
-                    txn, codec.track_prefix(namespace_id, session_id), b"P", b"R"
+                sessions = (codec.track_prefix(namespace_id, session_id),)
+            out: list[AttemptRecord] = []
+            for session in sessions:
+                # Session by session, each in attempt id order (as the P keys were).
+                found = _session_entries(txn, session, b"P", b"R")
+                ids = sorted(
+                    aid for kind, aid, flag in found if kind == b"P" or flag == codec.UNDELIVERED
                 )
-            ids = sorted(
-                aid for kind, aid, value in found if kind == b"P" or value == codec.UNDELIVERED
-            )
-            return [self._attempt(txn, aid) for aid in ids]
+                out.extend(self._attempt(txn, aid) for aid in ids)
+            return out
 
         return self.backend.read(fn)
 
