@@ -163,22 +163,31 @@ def time_from_key(data: bytes) -> float:
 
 _SEQ = struct.Struct(">Q")
 
-# Kinds of index entry. The ``attempts`` table holds the attempt records *and* every
-# attempt index, the ``runs`` table the run records and the run indexes: on
-# LMDB each named database a commit touches costs its own copied tree path in
-# the fsync, so an operation should touch as few trees as it can.
+# Kinds of index entry. The ``index`` table holds every attempt index (a
+# short tree of small entries beside the deep tree of attempt records), the
+# ``runs`` table the run records and the run indexes: on LMDB every page a
+# commit dirties (each tree's copied path included) is written before the
+# fsync, so an operation should dirty as few pages as it can.
 # Index kinds start with NUL, which no id may contain: records keep the plain id
 # as their key and every index entry sorts before every record.
 INDEX = b"\x00"
 TRACK = INDEX + b"T"
 """``T ns\\0session\\0`` + kind + id: one session's live attempts, claims and
-undelivered results, adjacent so one commit that moves an attempt between them
-(terminal: ``G`` to ``P``; acknowledge: drop ``C`` and ``P``) dirties one page.
-Kinds: ``G`` + agent_id -> attempt_id (the one non-terminal attempt of an agent),
-``C`` + attempt_id -> time_key(deadline) (claimed), ``P`` + attempt_id
-(terminal, not yet delivered)."""
-RETAIN = INDEX + b"R"
-"""``R ns\\0 time_key(deadline) \\0 attempt_id``: results not yet expired, by deadline."""
+retained results, adjacent so the usual moves of one attempt dirty few pages
+(in a small session, one). Kinds:
+
+- ``G`` + agent_id -> attempt_id: the one non-terminal attempt of an agent;
+- ``C`` + attempt_id -> time_key(deadline): claimed;
+- ``R`` + time_key(retention deadline) + attempt_id -> :data:`UNDELIVERED` or
+  :data:`DELIVERED`: a terminal result whose retention has not expired, in
+  deadline order, flagged while it is not yet delivered. A terminal commit
+  moves ``G`` to ``R``; acknowledging only flips the flag;
+- ``P`` + attempt_id -> ``b""``: a terminal result not yet delivered that has
+  no ``R`` entry (its retention expired, or it has no deadline)."""
+UNDELIVERED = b"P"
+"""Value of an ``R`` entry whose result is not yet delivered (undelivered or claimed)."""
+DELIVERED = b""
+"""Value of an ``R`` entry whose result was delivered (kept until its deadline)."""
 QUOTA = INDEX + b"Q"
 """``Q ns\\0 time_key(expires_at) \\0 artifact_ref -> size``: retained artifacts."""
 SEQ = INDEX + b"S"
@@ -228,6 +237,16 @@ def claim_key(namespace_id: str, session_id: str, attempt_id: str) -> bytes:
 
 def pending_key(namespace_id: str, session_id: str, attempt_id: str) -> bytes:
     return track_prefix(namespace_id, session_id) + b"P" + attempt_id.encode("utf-8")
+
+
+def retain_key(namespace_id: str, session_id: str, deadline: float, attempt_id: str) -> bytes:
+    """The ``R`` entry of a retained result: fixed-width deadline, then the attempt id."""
+    return (
+        track_prefix(namespace_id, session_id)
+        + b"R"
+        + time_key(deadline)
+        + attempt_id.encode("utf-8")
+    )
 
 
 def timed_key(kind: bytes, namespace_id: str, t: float, tail: str) -> bytes:

@@ -21,30 +21,46 @@ runs          ``S`` session_id, 8-byte sequence_no             run_id
 runs          ``H`` session_id                                 RunHead (latest run)
 receipts      session_id, idempotency key                      RunAdmissionReceipt
 attempts      attempt_id                                       AttemptRecord
-attempts      ``T`` namespace, session_id, ``G`` agent_id      attempt_id (non-terminal)
-attempts      ``T`` namespace, session_id, ``C`` attempt_id    claim deadline
-attempts      ``T`` namespace, session_id, ``P`` attempt_id    ``b""`` (terminal, undelivered)
-attempts      ``R`` namespace, deadline, attempt_id            ``b""`` (not yet expired)
-attempts      ``Q`` namespace, expires_at, artifact_ref        size_bytes
+index         ``T`` namespace, session_id, ``G`` agent_id      attempt_id (non-terminal)
+index         ``T`` namespace, session_id, ``C`` attempt_id    claim deadline
+index         ``T`` namespace, session_id, ``R`` deadline,     ``P`` (undelivered) or
+              attempt_id                                       ``b""`` (delivered)
+index         ``T`` namespace, session_id, ``P`` attempt_id    ``b""`` (undelivered,
+                                                               retention expired)
+index         ``Q`` namespace, expires_at, artifact_ref        size_bytes
 artifacts     artifact_ref                                     Artifact
 continuations attempt_id                                       ContinuationReceipt
-meta          ``b"schema_version"``                            version
+meta          ``b"schema_version"``                            :data:`STORE_SCHEMA_VERSION`
 ============= ================================================ =====================
 
 Why this layout: on LMDB every page a commit dirties is written before the
-fsync, so an operation should dirty as few pages as it can. Indexes share their
-records' table (one tree path, not one per index), and one session's ``T``
-entries are adjacent, so the usual moves (accept: add ``G``; terminal: ``G`` to
-``P``; claim: add ``C``; acknowledge: drop ``C`` and ``P``) dirty one index
-page. The ``G`` entries are at once the one-active-attempt-per-agent rule and
-the index of non-terminal attempts.
+fsync, so an operation should dirty as few pages as it can. The attempt indexes
+have their own table: the ``attempts`` tree grows with every record ever
+accepted (large values, a deep tree), the index tree only with live and
+retained entries (small values), so an index change copies a short path
+instead of a branch of the deep tree. One session's ``T`` entries are adjacent,
+and a terminal result has *one* index entry while its retention runs, its
+``R`` entry, flagged while undelivered: accept adds ``G``; terminal drops ``G``
+and adds ``R``; claim adds ``C``; acknowledge drops ``C`` and flips the ``R``
+flag. In a small session all of those sit on one index page. The ``G`` entries
+are at once the one-active-attempt-per-agent rule and the index of
+non-terminal attempts.
 
 Cost of maintenance: reconcile walks the namespace session by session, reading
-only ``G`` and ``C`` entries and seeking past ``P`` ones, so it follows the
-active attempts and claims (plus the sessions holding tracked entries), never
-the history of delivered results; retention expiry reads ``R`` entries only up
-to now; the aggregate artifact quota reads ``Q`` entries from now on
+only ``G`` and ``C`` entries and seeking past ``R`` and ``P`` ones, so it
+follows the active attempts and claims (plus the sessions holding tracked
+entries), never the history of results; retention expiry walks the sessions
+too and reads each one's ``R`` entries only up to now (deadline order), so it
+follows the sessions plus the due results; listing pending results reads the
+``R`` and ``P`` entries of the session (or namespace) asked for, i.e. its
+retained results; the aggregate artifact quota reads ``Q`` entries from now on
 (unexpired artifacts only).
+
+Schema: the ``meta`` marker holds :data:`STORE_SCHEMA_VERSION`, the version of
+this layout (record formats carry their own ``schema_version``). Opening a
+store of layout 1 (every index in ``attempts``, a namespace-wide ``R`` index
+and a ``P`` entry for every undelivered result) migrates it in one write
+transaction; a newer layout is refused with :class:`CorruptRecord`.
 """
 
 from __future__ import annotations
@@ -52,6 +68,7 @@ from __future__ import annotations
 import math
 import operator
 import struct
+from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
 import msgspec
@@ -122,8 +139,14 @@ T = TypeVar("T")
 _replace = msgspec.structs.replace
 _U64 = struct.Struct(">Q")
 
-_IX = "attempts"
+_IX = "index"
 """The table holding the attempt indexes (see the module docstring)."""
+
+STORE_SCHEMA_VERSION = 2
+"""Version of the kernel's table layout, kept in ``meta``. 1: the attempt
+indexes in ``attempts``, retained results in one namespace-wide ``R`` index
+beside a ``P`` entry per undelivered result. 2: the ``index`` table and
+session-local, flagged ``R`` entries (see the module docstring)."""
 
 HOST_PROCESS_LOST = "host_process_lost"
 """``failure_category`` of an attempt whose owner lease expired before a terminal commit."""
@@ -135,6 +158,8 @@ _TERMINAL_EXEC = frozenset(EXECUTION.terminal)
 _LIVE_RUN = frozenset({RunStatus.ADMITTED, RunStatus.RUNNING})
 _DEAD_CONSUMER = frozenset({RunStatus.FAILED, RunStatus.CANCELLED})
 _META_SCHEMA = b"schema_version"
+_V1_RETAIN = codec.INDEX + b"R"
+"""Prefix of layout 1's namespace-wide retention index (migrated on open)."""
 
 # Async-subagent metadata a continuation run must carry (see RunRecord).
 _META_ATTEMPT = "async_subagent.attempt_id"
@@ -202,6 +227,7 @@ class KernelStore(SessionStore):
         "runs",
         "receipts",
         "attempts",
+        "index",
         "artifacts",
         "continuations",
         "meta",
@@ -230,28 +256,64 @@ class KernelStore(SessionStore):
         return self._backend
 
     def _check_schema(self) -> None:
-        """Stamp a fresh store with the schema version; refuse a newer one."""
+        """Stamp a fresh store with the layout version, migrate layout 1, refuse
+        any other version (:class:`CorruptRecord` naming the version found and
+        the one expected)."""
 
-        def fn(txn: Txn) -> None:
+        def version_of(txn: Txn) -> int | None:
             raw = txn.get("meta", _META_SCHEMA)
             if raw is None:
-                txn.put("meta", _META_SCHEMA, _U64.pack(SCHEMA_VERSION))
-                return
+                return None
             if len(raw) != _U64.size:
                 raise CorruptRecord("undecodable schema marker", table="meta", key=_META_SCHEMA)
             (version,) = _U64.unpack(raw)
-            if version > SCHEMA_VERSION:
+            if version not in (1, STORE_SCHEMA_VERSION):
                 raise CorruptRecord(
-                    f"store schema_version {version} is newer than this code",
+                    f"store schema_version {version} is not one this code can open"
+                    f" (expected {STORE_SCHEMA_VERSION})",
                     table="meta",
                     key=_META_SCHEMA,
                     schema_version=version,
+                    expected_schema_version=STORE_SCHEMA_VERSION,
                 )
+            return int(version)
 
-        if self.backend.read(lambda txn: txn.get("meta", _META_SCHEMA)) is None:
+        def fn(txn: Txn) -> None:
+            # Decided again inside the write: another process may have done it.
+            version = version_of(txn)
+            if version == STORE_SCHEMA_VERSION:
+                return
+            if version == 1:
+                self._migrate_from_1(txn)
+            txn.put("meta", _META_SCHEMA, _U64.pack(STORE_SCHEMA_VERSION))
+
+        if self.backend.read(version_of) != STORE_SCHEMA_VERSION:
             self.backend.write(fn)
-        else:
-            self.backend.read(fn)
+
+    def _migrate_from_1(self, txn: Txn) -> None:
+        """Layout 1 to 2: move every index entry from ``attempts`` to ``index``;
+        a namespace-wide ``R`` entry becomes its session's flagged ``R`` entry,
+        which replaces the ``P`` entry of an undelivered result."""
+        entries = list(txn.scan("attempts", codec.INDEX))
+        retained: list[str] = []
+        for k, value in entries:
+            txn.delete("attempts", k)
+            if k.startswith(_V1_RETAIN):
+                # ``R ns\0 time_key(deadline) \0 attempt_id``: the id follows the deadline.
+                retained.append(k[k.index(codec.SEP, 2) + 10 :].decode("utf-8"))
+            else:
+                txn.put(_IX, k, value)
+        for attempt_id in retained:
+            record = self._attempt(txn, attempt_id)
+            key = _retain_key(record)
+            if key is None:
+                continue  # no retention left to index: its P entry (if any) stays
+            delivered = record.delivery_status == DeliveryStatus.DELIVERED
+            txn.put(_IX, key, codec.DELIVERED if delivered else codec.UNDELIVERED)
+            txn.delete(
+                _IX,
+                codec.pending_key(record.namespace_id, record.parent_session_id, attempt_id),
+            )
 
     # -- low-level helpers (inside a transaction) --------------------------------------------
 
@@ -360,9 +422,11 @@ class KernelStore(SessionStore):
         agent_key = codec.agent_key(ns, sess, record.agent_id)
         if txn.get(_IX, agent_key) == aid.encode("utf-8"):
             txn.delete(_IX, agent_key)
-        txn.put(_IX, codec.pending_key(ns, sess, aid), b"")
-        if record.retention_expires_at is not None:
-            txn.put(_IX, codec.timed_key(codec.RETAIN, ns, record.retention_expires_at, aid), b"")
+        deadline = record.retention_expires_at
+        if deadline is None:
+            txn.put(_IX, codec.pending_key(ns, sess, aid), b"")
+        else:
+            txn.put(_IX, codec.retain_key(ns, sess, deadline, aid), codec.UNDELIVERED)
 
     def _deliver(
         self,
@@ -386,7 +450,11 @@ class KernelStore(SessionStore):
             updated_at=now,
         )
         ns = record.namespace_id
-        txn.delete(_IX, codec.pending_key(ns, record.parent_session_id, record.attempt_id))
+        retained = _retain_key(record)
+        if retained is None:
+            txn.delete(_IX, codec.pending_key(ns, record.parent_session_id, record.attempt_id))
+        else:
+            txn.put(_IX, retained, codec.DELIVERED)
         if record.delivery_claim is not None:
             txn.delete(_IX, codec.claim_key(ns, record.parent_session_id, record.attempt_id))
         self._put_attempt(txn, new)
@@ -1021,11 +1089,18 @@ class KernelStore(SessionStore):
     ) -> list[AttemptRecord]:
         def fn(txn: Txn) -> list[AttemptRecord]:
             if session_id is None:
-                ids = [aid for _, aid, _ in _tracked(txn, namespace_id, b"P")]
+                sessions: Iterable[bytes] = _sessions(txn, namespace_id)
             else:
-                scan = codec.track_prefix(namespace_id, session_id) + b"P"
-                ids = [k[len(scan) :].decode("utf-8") for k, _ in txn.scan(_IX, scan)]
-            return [self._attempt(txn, aid) for aid in ids]
+                sessions = (codec.track_prefix(namespace_id, session_id),)
+            out: list[AttemptRecord] = []
+            for session in sessions:
+                # Session by session, each in attempt id order (as the P keys were).
+                found = _session_entries(txn, session, b"P", b"R")
+                ids = sorted(
+                    aid for kind, aid, flag in found if kind == b"P" or flag == codec.UNDELIVERED
+                )
+                out.extend(self._attempt(txn, aid) for aid in ids)
+            return out
 
         return self.backend.read(fn)
 
@@ -1388,21 +1463,19 @@ class KernelStore(SessionStore):
         )
 
     def expire_retention(self, namespace_id: str, limit: int = 1000) -> list[AttemptRecord]:
-        scan_prefix = codec.iprefix(codec.RETAIN, namespace_id)
-        cut = len(scan_prefix)
-
         def fn(txn: Txn) -> list[AttemptRecord]:
             now = self.clock.now()
-            now_key = codec.time_key(now)
-            due: list[tuple[bytes, str]] = []
-            for k, _ in txn.scan(_IX, scan_prefix):
-                if len(due) >= limit or k[cut : cut + 8] > now_key:
-                    break  # keys sort by deadline: nothing later is due
-                due.append((k, k[cut + 9 :].decode("utf-8")))
             changed = []
-            for index_key, attempt_id in due:
+            for index_key, _, attempt_id, flag in _due(txn, namespace_id, now, limit):
                 txn.delete(_IX, index_key)
                 record = self._attempt(txn, attempt_id)
+                if flag == codec.UNDELIVERED:
+                    # Still to be delivered (as its expiry summary): keep it pending.
+                    txn.put(
+                        _IX,
+                        codec.pending_key(namespace_id, record.parent_session_id, attempt_id),
+                        b"",
+                    )
                 if record.retention_status == RetentionStatus.EXPIRED:
                     continue
                 changed.append(self._expire(txn, record, now))
@@ -1468,27 +1541,78 @@ def _tracked(txn: Txn, namespace_id: str, *kinds: bytes) -> list[tuple[bytes, st
 
     Walks the namespace session by session, reading only each session's entries
     of ``kinds`` and seeking past the rest, so the cost follows the sessions with
-    tracked entries plus the matching entries (not, say, every undelivered
-    result when only live attempts are wanted). For ``G`` the id is the attempt
-    id (the value), otherwise the id in the key.
+    tracked entries plus the matching entries (not, say, every retained result
+    when only live attempts are wanted). For ``G`` the id is the attempt id (the
+    value), otherwise the id in the key (after the deadline for ``R``).
     """
-    base = codec.track_prefix(namespace_id)
     out: list[tuple[bytes, str, bytes]] = []
+    for session in _sessions(txn, namespace_id):
+        out.extend(_session_entries(txn, session, *kinds))
+    return out
+
+
+def _retain_key(record: AttemptRecord) -> bytes | None:
+    """Where a terminal record's index entry is: its ``R`` entry while its
+    retention runs, ``None`` when it is indexed by ``P`` (expired, or no deadline)."""
+    deadline = record.retention_expires_at
+    if deadline is None or record.retention_status == RetentionStatus.EXPIRED:
+        return None
+    return codec.retain_key(
+        record.namespace_id, record.parent_session_id, deadline, record.attempt_id
+    )
+
+
+def _due(
+    txn: Txn, namespace_id: str, now: float, limit: int
+) -> list[tuple[bytes, bytes, str, bytes]]:
+    """``(key, deadline_key, attempt_id, flag)`` of the ``limit`` earliest ``R``
+    entries of a namespace whose deadline is not after ``now``, by deadline.
+
+    Each session's ``R`` entries are in deadline order, so per session only the
+    due ones (at most ``limit``) are read; the cost follows the sessions with
+    tracked entries plus the due entries, never the results still retained.
+    """
+    now_key = codec.time_key(now)
+    due: list[tuple[bytes, bytes, str, bytes]] = []
+    for session in _sessions(txn, namespace_id):
+        region = session + b"R"
+        cut = len(region)
+        for taken, (k, flag) in enumerate(txn.scan(_IX, region)):
+            deadline_key = k[cut : cut + 8]
+            if taken >= limit or deadline_key > now_key:
+                break  # keys sort by deadline: nothing later is due
+            due.append((k, deadline_key, k[cut + 8 :].decode("utf-8"), flag))
+    due.sort(key=lambda entry: (entry[1], entry[2]))
+    return due[:limit]
+
+
+def _sessions(txn: Txn, namespace_id: str) -> Iterator[bytes]:
+    """The ``T`` prefix of every session of a namespace holding tracked entries,
+    seeking from one session to the next (never reading a session's entries)."""
+    base = codec.track_prefix(namespace_id)
     start = base
     while True:
         scan = iter(txn.scan(_IX, base, start))
         first = next(scan, None)
         _close(scan)
         if first is None:
-            return out
+            return
         key = first[0]
         cut = key.index(codec.SEP, len(base)) + 1
-        for kind in kinds:
-            region = key[:cut] + kind
-            for k, value in txn.scan(_IX, region):
-                ident = value if kind == b"G" else k[len(region) :]
-                out.append((kind, ident.decode("utf-8"), value))
+        yield key[:cut]
         start = key[: cut - 1] + b"\x01"  # past every key of this session
+
+
+def _session_entries(txn: Txn, session: bytes, *kinds: bytes) -> list[tuple[bytes, str, bytes]]:
+    """``(kind, id, value)`` of one session's entries of ``kinds`` (see :func:`_tracked`)."""
+    out: list[tuple[bytes, str, bytes]] = []
+    for kind in kinds:
+        region = session + kind
+        skip = len(region) + (8 if kind == b"R" else 0)
+        for k, value in txn.scan(_IX, region):
+            ident = value if kind == b"G" else k[skip:]
+            out.append((kind, ident.decode("utf-8"), value))
+    return out
 
 
 def _close(iterator: object) -> None:

@@ -24,7 +24,7 @@ serialize, the second finds nothing to do) and a store applies them when it
 opens (``migrate=True``, the default).
 
 One active attempt per (namespace, session, agent_id). The kernel keeps one
-``G`` index entry per non-terminal attempt in the ``attempts`` table, keyed by
+``G`` index entry per non-terminal attempt in the ``index`` table, keyed by
 exactly that triple and deleted when the attempt becomes terminal. Its primary
 key is therefore the partial unique index "one non-terminal attempt per
 (namespace, session, agent_id)", enforced by the database: two hosts accepting
@@ -303,6 +303,11 @@ MIGRATIONS: tuple[Migration, ...] = (
             + " (k bytea PRIMARY KEY, v bytea NOT NULL)"
             for t in HOST_TABLES
         ),
+    ),
+    Migration(
+        3,
+        "attempt indexes: their own kernel table (the kernel moves the entries on open)",
+        ("CREATE TABLE IF NOT EXISTS {schema}.{p}index (k bytea PRIMARY KEY, v bytea NOT NULL)",),
     ),
 )
 """Every migration, in order. Append only: a released migration never changes."""

@@ -31,6 +31,9 @@ def test_the_store_bench_prints_every_operation_and_the_reconcile_ratio_as_json(
         assert figure["raw_commits_per_s"] > 0
         assert figure["target_ratio_min"] == 0.7
         assert isinstance(figure["meets_target"], bool)
+        if sys.platform == "linux":  # counted from /proc/self/io
+            assert figure["pages_per_op"] >= 1
+            assert figure["raw_pages_per_commit"] >= 1
     reconcile = result["reconcile"]
     assert reconcile["target_ratio_max"] == 2.0
     assert reconcile["large_history_terminal"] > reconcile["small_history_terminal"]
@@ -49,3 +52,4 @@ def test_the_store_bench_prints_a_table_for_people() -> None:
     for name in OPERATIONS:
         assert name in done.stdout
     assert "reconcile ratio" in done.stdout
+    assert "pages/commit" in done.stdout

@@ -303,3 +303,80 @@ def continuation(
         run=continuation_run(record, clock, run_id, parts),
         expected_head_run_id=expected_head_run_id,
     )
+
+
+def mixed_attempt_states(store: SessionStore, clock: ManualClock) -> None:
+    """Attempts in every indexed state, in the session of :func:`setup_session`:
+    live, undelivered, claimed, delivered, expired-undelivered, expired-delivered,
+    and one retaining an artifact."""
+
+    def done(n: int, retention: float = RETENTION) -> AttemptRecord:
+        record = drive(
+            store, store.accept_attempt(acceptance(clock, f"subattempt_m{n}", f"ag-m{n}")), clock
+        )
+        return store.commit_terminal(terminal(record, clock, retention=retention))
+
+    store.accept_attempt(acceptance(clock, "subattempt_live", "ag-live"))
+    done(1)
+    claimed = done(2)
+    store.claim_delivery(
+        claimed.attempt_id,
+        storage.DeliveryClaim(claim_id="c-2", deadline=clock.now() + CLAIM_TTL),
+    )
+    delivered = done(3)
+    store.claim_delivery(
+        delivered.attempt_id,
+        storage.DeliveryClaim(claim_id="c-3", deadline=clock.now() + CLAIM_TTL),
+    )
+    store.acknowledge_delivery(delivered.attempt_id, "c-3")
+    done(4, retention=10.0)
+    old = done(5, retention=10.0)
+    store.claim_delivery(
+        old.attempt_id, storage.DeliveryClaim(claim_id="c-5", deadline=clock.now() + CLAIM_TTL)
+    )
+    store.acknowledge_delivery(old.attempt_id, "c-5")
+    clock.advance(10.0)
+    store.expire_retention(NS)
+    record = drive(
+        store, store.accept_attempt(acceptance(clock, "subattempt_art", "ag-art")), clock
+    )
+    store.commit_terminal(
+        artifact_terminal(
+            record,
+            clock,
+            artifact_ref="art-m",
+            content="artifact body",
+            limits=ArtifactLimits(max_single_bytes=1000, max_retained_bytes=1000),
+        )
+    )
+
+
+def as_layout_1(backend: storage.Backend) -> None:
+    """Rewrite a store's tables into layout 1 (schema marker 1): every index
+    entry in ``attempts``, a namespace-wide ``R`` index (``R ns\\0 deadline
+    \\0 attempt_id``) and a ``P`` entry for every undelivered result."""
+
+    def fn(txn: storage.Txn) -> None:
+        entries = list(txn.scan("index"))
+        for k, value in entries:
+            txn.delete("index", k)
+            ns_end = k.find(b"\x00", 2)
+            session_end = k.find(b"\x00", ns_end + 1)
+            if k.startswith(b"\x00T") and k[session_end + 1 : session_end + 2] == b"R":
+                ns = k[2:ns_end]
+                deadline = k[session_end + 2 : session_end + 10]
+                attempt_id = k[session_end + 10 :]
+                txn.put("attempts", b"\x00R" + ns + b"\x00" + deadline + b"\x00" + attempt_id, b"")
+                if value == b"P":
+                    txn.put("attempts", k[: session_end + 1] + b"P" + attempt_id, b"")
+            else:
+                txn.put("attempts", k, value)
+        txn.put("meta", b"schema_version", (1).to_bytes(8, "big"))
+
+    backend.write(fn)
+
+
+def tables(store: SessionStore) -> dict[str, list[tuple[bytes, bytes]]]:
+    """Every table of a kernel store, as ``(key, value)`` lists in key order."""
+    kernel: storage.KernelStore = store  # type: ignore[assignment]
+    return kernel.backend.read(lambda txn: {t: list(txn.scan(t)) for t in kernel.TABLES})

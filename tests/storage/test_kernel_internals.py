@@ -13,16 +13,20 @@ from builders import (
     CLAIM_TTL,
     HOST,
     NS,
+    RETENTION,
     SESSION,
     acceptance,
     admission_lease,
     artifact_terminal,
+    as_layout_1,
     continuation,
     drive,
     fresh_session,
+    mixed_attempt_states,
     moved,
     plain_run,
     setup_session,
+    tables,
     terminal,
 )
 
@@ -42,6 +46,7 @@ from storage import (
     IllegalTransition,
     InputPart,
     InvalidRecord,
+    KernelStore,
     ManualClock,
     MemorySessionStore,
     NotFound,
@@ -52,6 +57,7 @@ from storage import (
     TerminalCommit,
 )
 from storage import _codec as codec
+from storage._kernel import STORE_SCHEMA_VERSION
 
 replace = msgspec.structs.replace
 LIMITS = ArtifactLimits(max_single_bytes=100, max_retained_bytes=150)
@@ -264,10 +270,15 @@ def test_terminal_commit_indexes_the_result_as_pending_and_frees_the_agent(
     store: MemorySessionStore, clock: ManualClock
 ) -> None:
     committed = _terminal_record(store, clock)
-    index = [k for k, _ in _tables(store)["attempts"] if k[:1] == b"\x00"]
-    assert len(index) == 2  # no agent entry left: pending and retained only
-    assert codec.pending_key(NS, SESSION, committed.attempt_id) in index
-    assert [k[:2] for k in index].count(codec.RETAIN) == 1
+    assert committed.retention_expires_at is not None
+    # No agent entry left: one retained entry, flagged undelivered.
+    assert _tables(store)["index"] == [
+        (
+            codec.retain_key(NS, SESSION, committed.retention_expires_at, committed.attempt_id),
+            codec.UNDELIVERED,
+        )
+    ]
+    assert not [k for k, _ in _tables(store)["attempts"] if k[:1] == codec.INDEX]
     assert [r.attempt_id for r in store.list_pending_attempts(NS, SESSION)] == [
         committed.attempt_id
     ]
@@ -338,7 +349,9 @@ def test_retention_expiry_deletes_content_keeps_evidence_and_is_idempotent(
     assert store.commit_terminal(commit) == expired
     tables = _tables(store)
     assert tables["artifacts"] == []
-    assert not [k for k, _ in tables["attempts"] if k[:2] in (codec.QUOTA, codec.RETAIN)]
+    # Only the pending entry of the undelivered (expired) result is left.
+    assert tables["index"] == [(codec.pending_key(NS, SESSION, committed.attempt_id), b"")]
+    assert [r.attempt_id for r in store.list_pending_attempts(NS)] == [committed.attempt_id]
 
 
 def test_retention_expiry_honours_its_limit_in_deadline_order(
@@ -353,6 +366,94 @@ def test_retention_expiry_honours_its_limit_in_deadline_order(
     clock.advance(100)
     assert [r.attempt_id for r in store.expire_retention(NS, limit=2)] == [ids[1], ids[2]]
     assert [r.attempt_id for r in store.expire_retention(NS, limit=2)] == [ids[0]]
+
+
+def test_retention_expiry_takes_the_earliest_deadlines_across_the_sessions(
+    store: MemorySessionStore, clock: ManualClock
+) -> None:
+    setup_session(store, clock, "session-2", "parent-run-2")
+    ids = []
+    for n, (session, retention) in enumerate(
+        (("session-2", 30.0), (SESSION, 10.0), ("session-2", 20.0), (SESSION, 40.0))
+    ):
+        record = drive(
+            store,
+            store.accept_attempt(
+                acceptance(
+                    clock,
+                    f"subattempt_{n}",
+                    f"ag-{n}",
+                    session_id=session,
+                    parent_run_id="parent-run-2" if session == "session-2" else "parent-run-1",
+                )
+            ),
+            clock,
+        )
+        ids.append(store.commit_terminal(terminal(record, clock, retention=retention)).attempt_id)
+    clock.advance(35)
+    assert [r.attempt_id for r in store.expire_retention(NS, limit=2)] == [ids[1], ids[2]]
+    assert [r.attempt_id for r in store.expire_retention(NS)] == [ids[0]]
+    assert store.expire_retention(NS) == []
+    clock.advance(5)
+    assert [r.attempt_id for r in store.expire_retention(NS)] == [ids[3]]
+
+
+def test_an_expired_undelivered_result_stays_pending_and_can_still_be_delivered(
+    store: MemorySessionStore, clock: ManualClock
+) -> None:
+    record = drive(store, store.accept_attempt(acceptance(clock)), clock)
+    aid = store.commit_terminal(terminal(record, clock, retention=10.0)).attempt_id
+    clock.advance(10)
+    (expired,) = store.expire_retention(NS)
+    assert expired.delivery_status == "undelivered"
+    assert [r.attempt_id for r in store.list_pending_attempts(NS)] == [aid]
+    assert [r.attempt_id for r in store.list_pending_attempts(NS, SESSION)] == [aid]
+    store.claim_delivery(aid, _claim("c1", clock))
+    assert [r.attempt_id for r in store.list_pending_attempts(NS, SESSION)] == [aid]
+    store.acknowledge_delivery(aid, "c1")
+    assert store.list_pending_attempts(NS) == []
+    assert _tables(store)["index"] == []
+
+
+def test_delivered_results_are_not_pending_while_they_are_retained(
+    store: MemorySessionStore, clock: ManualClock
+) -> None:
+    first = _terminal_record(store, clock).attempt_id
+    record = drive(store, store.accept_attempt(acceptance(clock, "subattempt_2", "ag-2")), clock)
+    second = store.commit_terminal(terminal(record, clock)).attempt_id
+    store.claim_delivery(first, _claim("c1", clock))
+    store.acknowledge_delivery(first, "c1")
+    assert [r.attempt_id for r in store.list_pending_attempts(NS)] == [second]
+    assert [r.attempt_id for r in store.list_pending_attempts(NS, SESSION)] == [second]
+
+
+# -- schema -----------------------------------------------------------------------------------
+
+
+def test_a_layout_1_store_is_migrated_when_opened_and_keeps_every_index(
+    store: MemorySessionStore, clock: ManualClock
+) -> None:
+    mixed_attempt_states(store, clock)
+    expected = tables(store)
+    assert any(k.startswith(codec.TRACK) for k, _ in expected["index"])
+    as_layout_1(store.backend)
+    assert tables(store)["index"] == []
+    migrated = KernelStore(store.backend, clock=clock)
+    assert tables(migrated) == expected
+    assert expected["meta"] == [(b"schema_version", (2).to_bytes(8, "big"))]
+    assert KernelStore(store.backend, clock=clock) is not None  # opening again is a no-op
+    assert tables(migrated) == expected
+
+
+@pytest.mark.parametrize("version", [0, 3])
+def test_a_store_of_another_layout_is_refused_naming_the_versions(
+    store: MemorySessionStore, clock: ManualClock, version: int
+) -> None:
+    store.backend.write(lambda txn: txn.put("meta", b"schema_version", version.to_bytes(8, "big")))
+    with pytest.raises(CorruptRecord) as info:
+        KernelStore(store.backend, clock=clock)
+    assert info.value.schema_version == version
+    assert info.value.expected_schema_version == STORE_SCHEMA_VERSION == 2
 
 
 # -- delivery ---------------------------------------------------------------------------------
@@ -382,7 +483,11 @@ def test_claims_conflict_release_and_acknowledge(
     with pytest.raises(Delivered):
         store.claim_delivery(aid, _claim("c3", clock))
     assert store.list_pending_attempts(NS) == []
-    assert not [k for k, _ in _tables(store)["attempts"] if k.startswith(codec.TRACK)]
+    # Delivered: only its retained entry is left, flagged delivered, until expiry.
+    assert [v for k, v in _tables(store)["index"] if k.startswith(codec.TRACK)] == [codec.DELIVERED]
+    clock.advance(RETENTION)
+    assert [r.attempt_id for r in store.expire_retention(NS)] == [aid]
+    assert _tables(store)["index"] == []
 
 
 def test_claiming_a_non_terminal_attempt_or_with_a_past_deadline_conflicts(

@@ -17,7 +17,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from builders import NS, acceptance, drive, setup_session, terminal
+from builders import (
+    NS,
+    acceptance,
+    as_layout_1,
+    drive,
+    mixed_attempt_states,
+    setup_session,
+    tables,
+    terminal,
+)
 
 from storage import (
     CorruptRecord,
@@ -115,6 +124,24 @@ def test_committed_attempts_survive_closing_and_reopening_the_store(
     reopened = opened.store()
     assert reopened.load_attempt(done.attempt_id) == done
     assert [a.attempt_id for a in reopened.list_pending_attempts(NS)] == [done.attempt_id]
+
+
+def test_a_layout_1_directory_is_migrated_when_reopened(opened: Opened, clock: ManualClock) -> None:
+    store = opened.store()
+    setup_session(store, clock)
+    mixed_attempt_states(store, clock)
+    expected = tables(store)
+    as_layout_1(store.backend)
+    store.close()
+
+    reopened = opened.store()
+    assert tables(reopened) == expected
+    assert [a.attempt_id for a in reopened.list_pending_attempts(NS)] == [
+        "subattempt_art",
+        "subattempt_m1",
+        "subattempt_m2",
+        "subattempt_m4",
+    ]
 
 
 def test_two_stores_on_one_path_share_one_environment_until_the_last_closes(

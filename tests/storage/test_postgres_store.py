@@ -21,7 +21,17 @@ from typing import Any
 
 import psycopg
 import pytest
-from builders import NS, SESSION, acceptance, drive, setup_session, terminal
+from builders import (
+    NS,
+    SESSION,
+    acceptance,
+    as_layout_1,
+    drive,
+    mixed_attempt_states,
+    setup_session,
+    tables,
+    terminal,
+)
 from hypothesis import settings
 
 from storage import (
@@ -111,10 +121,12 @@ def test_migrations_apply_once_and_are_recorded(pg: Pg) -> None:
     assert schema_version(pg.dsn, schema=pg.schema) == 0
     assert migrate(pg.dsn, schema=pg.schema) == ALL_VERSIONS
     assert migrate(pg.dsn, schema=pg.schema) == []
-    assert schema_version(pg.dsn, schema=pg.schema) == LATEST_VERSION
-    rows = pg.sql(f"SELECT version, name FROM {{schema}}.{MIGRATIONS_TABLE}")
+    assert schema_version(pg.dsn, schema=pg.schema) == LATEST_VERSION == 3
+    rows = pg.sql(f"SELECT version, name FROM {{schema}}.{MIGRATIONS_TABLE} ORDER BY version")
     assert [r[0] for r in rows] == ALL_VERSIONS
     assert "kernel tables" in rows[0][1]
+    assert "host tables" in rows[1][1]
+    assert "attempt indexes" in rows[2][1]
 
 
 def test_concurrent_migrations_apply_each_version_exactly_once(pg: Pg) -> None:
@@ -143,6 +155,22 @@ def test_opening_a_store_migrates_and_reopening_keeps_the_data(pg: Pg) -> None:
     store.close()
     again = pg.store()
     assert again.load_session(SESSION).session_id == SESSION
+
+
+def test_a_database_of_layout_1_is_migrated_when_a_store_opens_it(pg: Pg) -> None:
+    store = pg.store()
+    setup_session(store, pg.clock)
+    mixed_attempt_states(store, pg.clock)
+    expected = tables(store)
+    as_layout_1(store.backend)
+    store.close()
+    # What a database migrated by the previous release looks like.
+    pg.sql("DROP TABLE {schema}.subagents_index")
+    pg.sql(f"DELETE FROM {{schema}}.{MIGRATIONS_TABLE} WHERE version = 3")
+
+    again = pg.store()
+    assert schema_version(pg.dsn, schema=pg.schema) == 3
+    assert tables(again) == expected
 
 
 def test_an_unmigrated_database_is_refused_when_migration_is_off(pg: Pg) -> None:
