@@ -60,7 +60,7 @@ from storage import (
 
 from ._child import ChildControl, ChildOutcome, ChildProgress, ChildRequest, ChildRunner
 from ._errors import BackgroundSubagentError, LeaseLost
-from ._loop import Runtime, simple_inbox
+from ._loop import ClosableInbox, Runtime
 from ._messages import (
     Abort,
     AttemptLost,
@@ -71,7 +71,7 @@ from ._messages import (
     Describe,
     HeartbeatDone,
     RecordView,
-    Retire,
+    Rerouted,
     Start,
     Steer,
     Tick,
@@ -116,7 +116,14 @@ class AttemptActor(pykka.ThreadingActor):
         supervisor: pykka.ActorRef[Any],
         view: RecordView | None = None,
     ) -> None:
-        super().__init__()
+        # pykka's ``Actor.__init__`` sets exactly these four fields, drawing the urn
+        # from ``uuid4()`` (a system call that drops the GIL, on the supervisor's hot
+        # path); the attempt id is unique already. ``tests/actors`` checks the fields
+        # against pykka's own (``test_an_attempt_actor_has_pykka_s_actor_fields``).
+        self.actor_urn = f"urn:{record.attempt_id}"
+        self.actor_inbox = ClosableInbox()
+        self.actor_stopped = threading.Event()
+        self._actor_ref = pykka.ActorRef(self)
         self.view = view
         self.rt = runtime
         self.record = record
@@ -152,7 +159,7 @@ class AttemptActor(pykka.ThreadingActor):
 
     # -- pykka hooks -------------------------------------------------------------------------
 
-    _create_actor_inbox = staticmethod(simple_inbox)
+    _create_actor_inbox = ClosableInbox
 
     def _start_actor_loop(self) -> None:
         # pykka's extension point: run this actor's loop on a reused thread (starting a
@@ -165,6 +172,26 @@ class AttemptActor(pykka.ThreadingActor):
     def on_stop(self) -> None:
         # Nothing touches the machine once the actor stopped: lend it to the next attempt.
         self.rt.machines.release(self.model, self.machine)
+        # From now on the supervisor answers whatever still reaches this attempt.
+        inbox = self.actor_inbox
+        assert isinstance(inbox, ClosableInbox)
+        inbox.close(self._reroute)
+
+    def _reroute(self, envelope: Any) -> None:
+        """A message that reached the stopped actor (on the sender's thread): requests
+        go to the supervisor, which answers them from its table; the rest is moot."""
+        message = envelope.message
+        if envelope.reply_to is not None:  # a pykka ask (only ``stop`` is asked of us)
+            dead = pykka.ActorDeadError(f"{self.actor_ref} stopped before handling the message")
+            envelope.reply_to.set_exception(exc_info=(type(dead), dead, None))
+            return
+        reply = getattr(message, "reply", None)
+        if reply is None:
+            return  # news from the child, a timer or a heartbeat: the attempt ended
+        try:
+            self.supervisor.tell(Rerouted(attempt_id=self.attempt_id, message=message))
+        except pykka.ActorDeadError:
+            resolve(reply, error=BackgroundSubagentError.Closing("the supervisor is shut down"))
 
     def on_receive(self, message: Any) -> Any:
         try:
@@ -211,8 +238,6 @@ class AttemptActor(pykka.ThreadingActor):
             self._on_child_finished(message)
         elif isinstance(message, Describe):
             resolve(message.reply, self.record)
-        elif isinstance(message, Retire):
-            self.stop()  # pykka's own stop, queued after this message: no reply future
         else:
             log.warning("attempt %s: unexpected message %r", self.attempt_id, message)
 
@@ -311,6 +336,16 @@ class AttemptActor(pykka.ThreadingActor):
 
     def _on_steer(self, message: Steer) -> None:
         steering_id = message.steering_id
+        if self.terminal or self.lost:
+            # Ended: every steer is refused alike, replays included (as the supervisor
+            # answers once this actor stopped).
+            raise_reply(
+                message.reply,
+                BackgroundSubagentError.Terminal(
+                    "the attempt already ended", attempt_id=self.attempt_id
+                ),
+            )
+            return
         if steering_id is not None and steering_id in self.steering_receipts:
             if self.steering_receipts[steering_id] != message.message:
                 raise_reply(
@@ -431,11 +466,16 @@ class AttemptActor(pykka.ThreadingActor):
         if self.decision is not None or self.lost:
             return
         outcome = message.outcome
+        if outcome is None and message.cancelled:
+            # An aborted child may have handed over what it consumed (the task is done,
+            # so the loop thread wrote this before the ChildFinished message was sent).
+            outcome = self.control.handed_over
         if self.cancel_requested:
             # The cancelled result still carries what the child consumed and returned.
             self._keep_consumption(outcome)
             decision = self._cancel_decision()
         elif message.cancelled:
+            self._keep_consumption(outcome)
             self.cancel_reason = "the child task was cancelled"
             decision = self._cancel_decision()
         elif message.error is not None:
@@ -697,6 +737,9 @@ class AttemptActor(pykka.ThreadingActor):
                 cancellation_receipts=dict(self.cancellations),
             )
         )
+        # The end is told; the actor stops once this message is handled. Requests
+        # queued before the stop are still answered here, later ones by the supervisor.
+        self.stop()
 
     def _build_commit(self, decision: _Decision) -> TerminalCommit:
         rt = self.rt
@@ -865,6 +908,7 @@ class AttemptActor(pykka.ThreadingActor):
                 cancellation_receipts=dict(self.cancellations),
             )
         )
+        self.stop()
 
 
 def raise_reply(reply: concurrent.futures.Future[Any] | None, error: BaseException) -> None:

@@ -64,9 +64,10 @@ from ._messages import (
     Call,
     Cancel,
     DelegateRequest,
+    Describe,
     RecordView,
     Reply,
-    Retire,
+    Rerouted,
     Start,
     Steer,
     resolve,
@@ -223,6 +224,8 @@ class SupervisorActor(pykka.ThreadingActor):
             self._on_terminal(message)
         elif isinstance(message, AttemptLost):
             self._on_lost(message)
+        elif isinstance(message, Rerouted):
+            self._on_rerouted(message)
         elif isinstance(message, AttemptUpdated):
             entry = self.entries.get(message.record.attempt_id)
             if entry is not None and entry.state == "active":
@@ -346,6 +349,7 @@ class SupervisorActor(pykka.ThreadingActor):
         )
         self.agents[agent_id] = subagent_name
         self.active_by_agent[agent_id] = attempt_id
+        rt.views[attempt_id] = view
         self.entries[attempt_id] = self.active[attempt_id] = _Entry(
             attempt_id=attempt_id,
             agent_id=agent_id,
@@ -379,10 +383,37 @@ class SupervisorActor(pykka.ThreadingActor):
             )
         return entry
 
+    def _forward(self, entry: _Entry, message: Steer | Cancel) -> None:
+        """Tell an active attempt's actor; one that already stopped (its end is ahead
+        of this in the mailbox) is answered from the table once that end is handled."""
+        assert entry.ref is not None
+        try:
+            entry.ref.tell(message)
+        except pykka.ActorDeadError:
+            self.actor_ref.tell(Rerouted(attempt_id=entry.attempt_id, message=message))
+
+    def _on_rerouted(self, rerouted: Rerouted) -> None:
+        message = rerouted.message
+        try:
+            if isinstance(message, Steer):
+                self.steer(rerouted.attempt_id, message.message, message.steering_id, message.reply)
+            elif isinstance(message, Cancel):
+                if message.reply is not None:  # shutdown's own cancel needs no answer
+                    self.cancel(
+                        rerouted.attempt_id,
+                        message.reason,
+                        message.cancellation_id,
+                        message.reply,
+                    )
+            elif isinstance(message, Describe):
+                self.describe(rerouted.attempt_id, message.reply)
+        except BaseException as exc:  # answered to the caller, never raised into pykka
+            resolve(getattr(message, "reply", None), error=exc)
+
     def steer(self, attempt_id: str, message: str, steering_id: str | None, reply: Reply) -> None:
         entry = self._entry(attempt_id)
         if entry.state == "active" and entry.ref is not None:
-            entry.ref.tell(Steer(message=message, steering_id=steering_id, reply=reply))
+            self._forward(entry, Steer(message=message, steering_id=steering_id, reply=reply))
             return
         raise BackgroundSubagentError.Terminal(
             "the attempt already ended",
@@ -395,7 +426,9 @@ class SupervisorActor(pykka.ThreadingActor):
     ) -> None:
         entry = self._entry(attempt_id)
         if entry.state == "active" and entry.ref is not None:
-            entry.ref.tell(Cancel(reason=reason, cancellation_id=cancellation_id, reply=reply))
+            self._forward(
+                entry, Cancel(reason=reason, cancellation_id=cancellation_id, reply=reply)
+            )
             return
         if entry.state == "lost":
             # Not ours any more: answer what the store says now (reconciliation or the
@@ -506,14 +539,12 @@ class SupervisorActor(pykka.ThreadingActor):
 
     def _retire(self, entry: _Entry) -> None:
         self.active.pop(entry.attempt_id, None)
-        self.rt.ended[entry.attempt_id] = entry.state
+        entry.view.end(entry.state)
         if self.active_by_agent.get(entry.agent_id) == entry.attempt_id:
             del self.active_by_agent[entry.agent_id]
-        ref, entry.ref = entry.ref, None
-        if ref is not None:
-            # Every request forwarded earlier is ahead of this stop in the mailbox.
-            with contextlib.suppress(pykka.ActorDeadError):
-                ref.tell(Retire())
+        # The attempt's actor stops itself once it told its end; requests that reach
+        # it later come back here as ``Rerouted``.
+        entry.ref = None
         for watcher in entry.watchers:
             resolve(watcher, entry.state)
         entry.watchers.clear()
@@ -529,7 +560,10 @@ class SupervisorActor(pykka.ThreadingActor):
         answer a future that resolves once no attempt is active."""
         self.closing = True
         for entry in self.active.values():
-            if entry.ref is not None:
+            if entry.ref is None:
+                continue
+            # An actor that already stopped has told its end: it is ahead in the mailbox.
+            with contextlib.suppress(pykka.ActorDeadError):
                 if abort:
                     entry.ref.tell(Abort())
                 else:
@@ -899,14 +933,22 @@ class BackgroundSubagentSupervisor:
         stay available through :meth:`take_pending_sync`).
         """
         deadline = time.monotonic() + clamp_wait(timeout_seconds)
-        ended = self._ended(attempt_id)
-        if ended is not None:
-            return self._finish_wait(attempt_id, ended, None, ended)
-        state, payload, done = self._call("watch", attempt_id).result()
-        try:
-            outcome = done.result(timeout=max(0.0, deadline - time.monotonic()))
-        except concurrent.futures.TimeoutError:
-            outcome = None
+        view = self._view(attempt_id)
+        if view is not None and view.ended is not None:
+            state = outcome = view.ended
+        else:
+            if view is not None:
+                # An attempt this supervisor runs: wait on its view, no round trip.
+                done = view.waiter()
+                state = "active"
+            else:
+                state, payload, done = self._call("watch", attempt_id).result()
+            try:
+                outcome = done.result(timeout=max(0.0, deadline - time.monotonic()))
+            except concurrent.futures.TimeoutError:
+                outcome = None
+        # A timed-out wait reports the latest persisted projection.
+        payload = view.record if view is not None else None if state != "not_found" else payload
         return self._finish_wait(attempt_id, state, payload, outcome)
 
     async def wait(
@@ -914,10 +956,12 @@ class BackgroundSubagentSupervisor:
     ) -> WaitResult:
         """Coroutine twin of :meth:`wait_sync`."""
         deadline = time.monotonic() + clamp_wait(timeout_seconds)
-        ended = self._ended(attempt_id)
-        if ended is not None:
-            return await asyncio.to_thread(self._finish_wait, attempt_id, ended, None, ended)
-        state, payload, done = await asyncio.wrap_future(self._call("watch", attempt_id))
+        view = self._view(attempt_id)
+        if view is not None:
+            done = view.waiter()
+            state = "active"
+        else:
+            state, payload, done = await asyncio.wrap_future(self._call("watch", attempt_id))
         if done.done():
             # Already ended: a wrapped future resolves only on the loop's next pass, which
             # ``wait_for`` with a zero timeout would not give it.
@@ -930,16 +974,17 @@ class BackgroundSubagentSupervisor:
                 )
             except TimeoutError:
                 outcome = None
+        payload = view.record if view is not None else None if state != "not_found" else payload
         return await asyncio.to_thread(self._finish_wait, attempt_id, state, payload, outcome)
 
-    def _ended(self, attempt_id: str | None) -> str | None:
-        """How the attempt ended (``terminal``/``lost``) when the supervisor already said
-        so; ``None`` otherwise. Raises ``Closing`` after shutdown, like every call."""
+    def _view(self, attempt_id: str | None) -> RecordView | None:
+        """The shared view of an attempt this supervisor knows, else ``None`` (then the
+        supervisor actor answers). Raises ``Closing`` after shutdown, like every call."""
         if attempt_id is None:
             return None
         self._ensure_started()
         runtime = self._runtime
-        return None if runtime is None else runtime.ended.get(attempt_id)
+        return None if runtime is None else runtime.views.get(attempt_id)
 
     def _finish_wait(
         self, attempt_id: str | None, state: str, payload: Any, outcome: str | None
@@ -959,7 +1004,12 @@ class BackgroundSubagentSupervisor:
                 attempts=[*info.active, *info.retained],
             )
         if outcome is None:
-            record: AttemptRecord = self._call("describe", attempt_id).result()
+            # The last persisted projection (the attempt's view, or the supervisor's).
+            record: AttemptRecord = (
+                payload
+                if isinstance(payload, AttemptRecord)
+                else self._call("describe", attempt_id).result()
+            )
             return WaitResult(
                 status=str(record.execution_status),
                 attempt_id=attempt_id,
