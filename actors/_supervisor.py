@@ -28,6 +28,7 @@ import logging
 import math
 import threading
 import time
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -166,7 +167,12 @@ class SupervisorActor(pykka.ThreadingActor):
         self.delivery = delivery
         self.entries: dict[str, _Entry] = {}
         self.active: dict[str, _Entry] = {}  # the entries whose state is "active"
-        self.agents: dict[str, str] = {}  # agent_id -> subagent_name
+        # agent_id -> subagent_name, least recently used first (bounded: max_known_agents)
+        self.agents: OrderedDict[str, str] = OrderedDict()
+        # Ended attempts in the order they ended, and the ids the deliverer acknowledged
+        # that are still in the table (bounded: max_retained_attempts).
+        self.ended_order: deque[str] = deque()
+        self.delivered_ids: set[str] = set()
         self.active_by_agent: dict[str, str] = {}  # agent_id -> attempt_id
         self.closing = False
         # An upper bound of this session's undelivered results: the store count at the
@@ -208,7 +214,7 @@ class SupervisorActor(pykka.ThreadingActor):
         # Agents known from earlier attempts of this session may be continued.
         try:
             for record in self.rt.store.list_attempts(self.rt.namespace_id, self.rt.session_id):
-                self.agents.setdefault(record.agent_id, record.subagent_name)
+                self._know_agent(record.agent_id, record.subagent_name)
         except StoreError:
             log.warning("could not load known agent ids; only new agents can be continued")
 
@@ -254,7 +260,7 @@ class SupervisorActor(pykka.ThreadingActor):
             )
         continued = agent_id is not None
         if agent_id is not None:
-            bound = self.agents.get(agent_id)
+            bound = self.agents.get(agent_id) or self._lookup_agent(agent_id)
             if bound is None or bound != subagent_name:
                 raise BackgroundSubagentError.NotFound(
                     "unknown agent_id for this subagent",
@@ -347,7 +353,7 @@ class SupervisorActor(pykka.ThreadingActor):
             supervisor=self.actor_ref,
             view=view,
         )
-        self.agents[agent_id] = subagent_name
+        self._know_agent(agent_id, subagent_name)
         self.active_by_agent[agent_id] = attempt_id
         rt.views[attempt_id] = view
         self.entries[attempt_id] = self.active[attempt_id] = _Entry(
@@ -374,7 +380,7 @@ class SupervisorActor(pykka.ThreadingActor):
     # -- requests for one attempt ------------------------------------------------------------
 
     def _entry(self, attempt_id: str) -> _Entry:
-        entry = self.entries.get(attempt_id)
+        entry = self.entries.get(attempt_id) or self._forgotten(attempt_id)
         if entry is None:
             raise BackgroundSubagentError.NotFound(
                 "no such background attempt",
@@ -470,7 +476,7 @@ class SupervisorActor(pykka.ThreadingActor):
                 self.any_watchers.append(done)
             resolve(reply, ("summary", None, done))
             return
-        entry = self.entries.get(attempt_id)
+        entry = self.entries.get(attempt_id) or self._forgotten(attempt_id)
         if entry is None:
             resolve(done, "not_found")  # nothing to wait for: the wait answers at once
             resolve(reply, ("not_found", sorted(self.entries), done))
@@ -540,6 +546,8 @@ class SupervisorActor(pykka.ThreadingActor):
     def _retire(self, entry: _Entry) -> None:
         self.active.pop(entry.attempt_id, None)
         entry.view.end(entry.state)
+        self.ended_order.append(entry.attempt_id)
+        self._prune()
         if self.active_by_agent.get(entry.agent_id) == entry.attempt_id:
             del self.active_by_agent[entry.agent_id]
         # The attempt's actor stops itself once it told its end; requests that reach
@@ -552,6 +560,101 @@ class SupervisorActor(pykka.ThreadingActor):
             resolve(watcher, "any")
         self.any_watchers.clear()
         self._check_settled()
+
+    # -- bounded tables ----------------------------------------------------------------------
+
+    def _know_agent(self, agent_id: str, subagent_name: str) -> None:
+        agents = self.agents
+        agents[agent_id] = subagent_name
+        agents.move_to_end(agent_id)
+        # Least recently used first; an agent with an active attempt stays.
+        for _ in range(len(agents) - self.rt.limits.max_known_agents):
+            oldest = next(iter(agents))
+            if oldest in self.active_by_agent:
+                agents.move_to_end(oldest)
+            else:
+                del agents[oldest]
+
+    def _lookup_agent(self, agent_id: str) -> str | None:
+        """A forgotten (or never loaded) agent of this session, from the store."""
+        try:
+            records = self.rt.store.list_attempts(self.rt.namespace_id, self.rt.session_id)
+        except StoreError as exc:
+            raise BackgroundSubagentError.Durability(
+                "could not look up the agent", agent_id=agent_id
+            ) from exc
+        for record in records:
+            if record.agent_id == agent_id:
+                return record.subagent_name
+        return None
+
+    def _forgotten(self, attempt_id: str) -> _Entry | None:
+        """An ended attempt the table forgot, rebuilt from the store (not re-inserted):
+        one of this session owned under this supervisor's owner identity (another
+        supervisor's attempts stay unknown here). ``None`` otherwise."""
+        try:
+            record = self.rt.store.load_attempt(attempt_id)
+        except StoreError:
+            return None
+        lease, owner = record.owner_lease, self.rt.owner
+        if (
+            record.namespace_id != self.rt.namespace_id
+            or record.parent_session_id != self.rt.session_id
+            or lease.host_instance_id != owner.host_instance_id
+            or lease.fencing_generation != owner.fencing_generation
+            or is_active_execution(str(record.execution_status))
+        ):
+            return None
+        view = RecordView(record)
+        view.ended = "terminal"
+        return _Entry(
+            attempt_id=attempt_id,
+            agent_id=record.agent_id,
+            subagent_name=record.subagent_name,
+            linked_task_id=record.linked_task_id,
+            view=view,
+            ref=None,
+            state="terminal",
+        )
+
+    def _prune(self) -> None:
+        """Forget the oldest ended attempts whose result was delivered, beyond
+        ``max_retained_attempts``; runs once per quarter of the limit (amortized O(1))."""
+        limit = self.rt.limits.max_retained_attempts
+        order = self.ended_order
+        if len(order) <= limit + max(1, limit // 4):
+            return
+        delivered = self.delivered_ids
+        drained = self.deliverer.delivered
+        while drained:
+            attempt_id = drained.popleft()
+            if attempt_id in self.entries:
+                delivered.add(attempt_id)
+        excess = len(order) - limit
+        kept: deque[str] = deque()
+        for attempt_id in order:  # oldest first
+            if excess > 0 and self._was_delivered(attempt_id):
+                self._forget(attempt_id)
+                excess -= 1
+            else:
+                kept.append(attempt_id)
+        self.ended_order = kept
+
+    def _was_delivered(self, attempt_id: str) -> bool:
+        if attempt_id in self.delivered_ids:
+            return True
+        # Delivered by someone else (another supervisor's turn)? Only the store knows.
+        try:
+            record = self.rt.store.load_attempt(attempt_id)
+        except StoreError:
+            return False
+        return str(record.delivery_status) == "delivered"
+
+    def _forget(self, attempt_id: str) -> None:
+        self.entries.pop(attempt_id, None)
+        self.rt.views.pop(attempt_id, None)
+        self.delivered_ids.discard(attempt_id)
+        self.deltas.pop(attempt_id)
 
     # -- shutdown ----------------------------------------------------------------------------
 

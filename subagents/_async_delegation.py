@@ -45,6 +45,7 @@ import contextlib
 import logging
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,6 +58,7 @@ from actors import (
     ChildControl,
     ChildOutcome,
     ChildRequest,
+    SupervisorLimits,
     WaitResult,
     clamp_wait,
 )
@@ -141,12 +143,16 @@ class _SharedState:
     context on the same supervisor) finds them. Thread-safe.
 
     Context deltas are not kept here: the supervisor hands each one out with the
-    delivery that claims its result (``WaitResult.context_delta``).
+    delivery that claims its result (``WaitResult.context_delta``). Histories are
+    kept for the ``max_histories`` most recently used agents (the supervisor's
+    ``SupervisorLimits.max_known_agents``); a continuation of a forgotten agent
+    starts from an empty history, as after a process restart.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, max_histories: int = SupervisorLimits().max_known_agents) -> None:
         self.lock = threading.Lock()
-        self.histories: dict[str, tuple[ModelMessage, ...]] = {}
+        self.max_histories = max_histories
+        self.histories: OrderedDict[str, tuple[ModelMessage, ...]] = OrderedDict()
         self.launched: set[str] = set()
 
     def launch(self, attempt_id: str) -> None:
@@ -163,11 +169,18 @@ class _SharedState:
 
     def history(self, agent_id: str) -> tuple[ModelMessage, ...]:
         with self.lock:
-            return self.histories.get(agent_id, ())
+            messages = self.histories.get(agent_id)
+            if messages is None:
+                return ()
+            self.histories.move_to_end(agent_id)
+            return messages
 
     def remember(self, agent_id: str, messages: tuple[ModelMessage, ...]) -> None:
         with self.lock:
             self.histories[agent_id] = messages
+            self.histories.move_to_end(agent_id)
+            while len(self.histories) > self.max_histories:
+                self.histories.popitem(last=False)
 
 
 _STATES: weakref.WeakKeyDictionary[BackgroundSubagentSupervisor, _SharedState] = (
@@ -182,7 +195,7 @@ def _shared_state(supervisor: BackgroundSubagentSupervisor | None) -> _SharedSta
     with _STATES_LOCK:
         state = _STATES.get(supervisor)
         if state is None:
-            state = _STATES[supervisor] = _SharedState()
+            state = _STATES[supervisor] = _SharedState(supervisor.limits.max_known_agents)
         return state
 
 
