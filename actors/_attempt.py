@@ -70,6 +70,7 @@ from ._messages import (
     ChildFinished,
     Describe,
     HeartbeatDone,
+    NewsReady,
     RecordView,
     Rerouted,
     Start,
@@ -728,15 +729,28 @@ class AttemptActor(pykka.ThreadingActor):
         self.terminal = True
         self.ops.clear()
         self._move(ExecutionStatus(stored.execution_status))
-        self.supervisor.tell(
-            AttemptTerminal(
-                attempt_id=self.attempt_id,
-                record=stored,
-                context_delta=self.context_delta,
-                usage=dict(self.usage),
-                cancellation_receipts=dict(self.cancellations),
-            )
+        rt = self.rt
+        news = AttemptTerminal(
+            attempt_id=self.attempt_id,
+            record=stored,
+            context_delta=self.context_delta,
+            usage=dict(self.usage),
+            cancellation_receipts=dict(self.cancellations),
         )
+        # Persisted: now it becomes visible. The delta first; then the supervisor's
+        # table (anything that goes through its mailbox after this sees the end); then
+        # the waiters, whom this wakes directly.
+        rt.deltas.put(self.attempt_id, self.context_delta, news.usage)
+        view = self.view
+        if view is None:
+            self.supervisor.tell(news)
+        else:
+            view.record = stored
+            rt.news.append(news)
+            if rt.news_wake:
+                with contextlib.suppress(pykka.ActorDeadError):
+                    self.supervisor.tell(NewsReady())
+            view.end("terminal")
         # The end is told; the actor stops once this message is handled. Requests
         # queued before the stop are still answered here, later ones by the supervisor.
         self.stop()

@@ -14,6 +14,7 @@ import logging
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 from storage import Clock, IdSource, SessionStore
 
 from ._config import OwnerIdentity, SupervisorLimits
+from ._delivery import DeltaBox
 from ._machines import MachinePool
 from ._messages import RecordView
 
@@ -279,6 +281,17 @@ class Runtime:
     threads_lock: threading.Lock = field(default_factory=threading.Lock)
     threads: list[threading.Thread] = field(default_factory=list)
     machines: MachinePool = field(default_factory=MachinePool)
+    deltas: DeltaBox = field(default_factory=DeltaBox)
+    """Context deltas of persisted terminal attempts (each attempt actor puts its own)."""
+    news: deque[Any] = field(default_factory=deque)
+    """``AttemptTerminal`` news from attempt actors, appended without waking the
+    supervisor actor, which drains it before it handles any message (so its table
+    is current for every request; see ``news_wake``)."""
+    news_wake: bool = False
+    """Set by the supervisor actor while it must hear of every end at once (a
+    completion callback, waiters on its table, shutdown): an attempt that appended
+    news then also tells it ``NewsReady``. Appending before reading this flag, and
+    the supervisor setting it before draining, means no news is ever missed."""
     views: dict[str, RecordView] = field(default_factory=dict)
     """attempt_id -> its shared view, for every attempt the supervisor knows.
     Written by the supervisor actor only (before it answers ``delegate``); read by

@@ -170,6 +170,12 @@ class AttemptTerminal:
 
 
 @dataclass(frozen=True, slots=True)
+class NewsReady:
+    """An attempt appended ``AttemptTerminal`` news to ``Runtime.news`` while the
+    supervisor wants to hear at once: a wake-up, the news itself is in the deque."""
+
+
+@dataclass(frozen=True, slots=True)
 class AttemptUpdated:
     """A non-terminal change of the attempt was persisted (the supervisor's cached view)."""
 

@@ -66,6 +66,7 @@ from ._messages import (
     Cancel,
     DelegateRequest,
     Describe,
+    NewsReady,
     RecordView,
     Reply,
     Rerouted,
@@ -183,6 +184,8 @@ class SupervisorActor(pykka.ThreadingActor):
         self.undelivered_estimate = 0
         self.settle_watchers: list[Reply] = []
         self.any_watchers: list[Reply] = []
+        self.watched = 0  # watchers waiting in entries
+        runtime.news_wake = on_complete is not None
 
     OPERATIONS = frozenset(
         {
@@ -219,6 +222,9 @@ class SupervisorActor(pykka.ThreadingActor):
             log.warning("could not load known agent ids; only new agents can be continued")
 
     def on_receive(self, message: Any) -> Any:
+        if self.rt.news:
+            # Ends the attempts appended without waking us: every request sees them.
+            self._drain_news()
         if isinstance(message, Call):
             try:
                 if message.name not in self.OPERATIONS:
@@ -230,6 +236,8 @@ class SupervisorActor(pykka.ThreadingActor):
             self._on_terminal(message)
         elif isinstance(message, AttemptLost):
             self._on_lost(message)
+        elif isinstance(message, NewsReady):
+            pass  # drained above
         elif isinstance(message, Rerouted):
             self._on_rerouted(message)
         elif isinstance(message, AttemptUpdated):
@@ -474,6 +482,7 @@ class SupervisorActor(pykka.ThreadingActor):
                 resolve(done, "any")
             else:
                 self.any_watchers.append(done)
+                self._hear_every_end()
             resolve(reply, ("summary", None, done))
             return
         entry = self.entries.get(attempt_id) or self._forgotten(attempt_id)
@@ -483,6 +492,8 @@ class SupervisorActor(pykka.ThreadingActor):
             return
         if entry.state == "active":
             entry.watchers.append(done)
+            self.watched += 1
+            self._hear_every_end()  # may end it (and resolve ``done``) right here
         else:
             resolve(done, entry.state)
         resolve(reply, (entry.state, entry.record, done))
@@ -504,8 +515,7 @@ class SupervisorActor(pykka.ThreadingActor):
         entry = self.entries.get(message.attempt_id)
         if entry is None or entry.state != "active":
             return
-        # Persisted already: now it becomes visible, the delta first.
-        self.deltas.put(message.attempt_id, message.context_delta, message.usage)
+        # Persisted already, and its delta put by the attempt.
         entry.record = message.record
         entry.state = "terminal"
         self.undelivered_estimate += 1
@@ -545,7 +555,8 @@ class SupervisorActor(pykka.ThreadingActor):
 
     def _retire(self, entry: _Entry) -> None:
         self.active.pop(entry.attempt_id, None)
-        entry.view.end(entry.state)
+        if entry.view.ended is None:  # a terminal attempt ended its view itself
+            entry.view.end(entry.state)
         self.ended_order.append(entry.attempt_id)
         self._prune()
         if self.active_by_agent.get(entry.agent_id) == entry.attempt_id:
@@ -553,13 +564,38 @@ class SupervisorActor(pykka.ThreadingActor):
         # The attempt's actor stops itself once it told its end; requests that reach
         # it later come back here as ``Rerouted``.
         entry.ref = None
-        for watcher in entry.watchers:
-            resolve(watcher, entry.state)
-        entry.watchers.clear()
-        for watcher in self.any_watchers:
-            resolve(watcher, "any")
-        self.any_watchers.clear()
+        if entry.watchers or self.any_watchers:
+            self.watched -= len(entry.watchers)
+            for watcher in entry.watchers:
+                resolve(watcher, entry.state)
+            entry.watchers.clear()
+            for watcher in self.any_watchers:
+                resolve(watcher, "any")
+            self.any_watchers.clear()
+            self.rt.news_wake = self._wants_news()
         self._check_settled()
+
+    # -- news of ended attempts --------------------------------------------------------------
+
+    def _drain_news(self) -> None:
+        news = self.rt.news
+        while news:
+            self._on_terminal(news.popleft())
+
+    def _wants_news(self) -> bool:
+        """Whether every end must reach this actor at once (not at its next message)."""
+        return (
+            self.on_complete is not None
+            or self.closing
+            or bool(self.any_watchers)
+            or self.watched > 0
+        )
+
+    def _hear_every_end(self) -> None:
+        """Ask attempts to wake this actor on every end from now on, then drain what
+        they appended before they could see the request."""
+        self.rt.news_wake = True
+        self._drain_news()
 
     # -- bounded tables ----------------------------------------------------------------------
 
@@ -662,6 +698,7 @@ class SupervisorActor(pykka.ThreadingActor):
         """Close admission, ask every live attempt to stop (``abort``: now), and
         answer a future that resolves once no attempt is active."""
         self.closing = True
+        self._hear_every_end()
         for entry in self.active.values():
             if entry.ref is None:
                 continue
@@ -820,6 +857,7 @@ class BackgroundSubagentSupervisor:
                 loop=loop,
                 heartbeats=self._heartbeats,
                 actor_threads=self._actor_threads,
+                deltas=self.deltas,
             )
             self._ref = SupervisorActor.start(
                 runtime=self._runtime,
