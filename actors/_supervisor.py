@@ -16,6 +16,17 @@ a heartbeat pool of two (``subagents-heartbeat-N``) and one delivery thread that
 runs the completion callback (``subagents-delivery-0``). They start lazily on
 first use and all of them end when
 :meth:`~BackgroundSubagentSupervisor.shutdown_checked` completes.
+
+Hand-offs of one attempt (each wakes a sleeping thread, the dominant cost in
+memory mode): the caller's ``delegate`` to the supervisor actor and its answer;
+the attempt actor's start on a cached thread; its ``call_soon_threadsafe`` onto
+the loop and the child's ``ChildFinished`` back. The attempt's end reaches the
+supervisor through ``Runtime.news`` without waking it (it drains the news
+before any request, and asks for a wake-up only while a callback, a waiter on
+its table or shutdown needs the news at once); a ``wait`` blocks on the
+attempt's shared view, which the attempt actor itself ends, with no round trip
+through the supervisor; an ended attempt actor stops itself (late requests are
+rerouted to the supervisor by its closed inbox).
 """
 
 from __future__ import annotations
