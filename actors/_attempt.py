@@ -134,7 +134,7 @@ class AttemptActor(pykka.ThreadingActor):
         self.attempt_id = record.attempt_id
         self.model, self.machine = runtime.machines.acquire(str(record.execution_status))
         self.control = ChildControl(
-            attempt_id=record.attempt_id, notify=self._tell_self, loop=runtime.loop
+            attempt_id=record.attempt_id, notify=_teller(self._actor_ref), loop=runtime.loop
         )
         self.launched = False
         self.task: asyncio.Task[Any] | None = None  # loop thread only
@@ -176,23 +176,7 @@ class AttemptActor(pykka.ThreadingActor):
         # From now on the supervisor answers whatever still reaches this attempt.
         inbox = self.actor_inbox
         assert isinstance(inbox, ClosableInbox)
-        inbox.close(self._reroute)
-
-    def _reroute(self, envelope: Any) -> None:
-        """A message that reached the stopped actor (on the sender's thread): requests
-        go to the supervisor, which answers them from its table; the rest is moot."""
-        message = envelope.message
-        if envelope.reply_to is not None:  # a pykka ask (only ``stop`` is asked of us)
-            dead = pykka.ActorDeadError(f"{self.actor_ref} stopped before handling the message")
-            envelope.reply_to.set_exception(exc_info=(type(dead), dead, None))
-            return
-        reply = getattr(message, "reply", None)
-        if reply is None:
-            return  # news from the child, a timer or a heartbeat: the attempt ended
-        try:
-            self.supervisor.tell(Rerouted(attempt_id=self.attempt_id, message=message))
-        except pykka.ActorDeadError:
-            resolve(reply, error=BackgroundSubagentError.Closing("the supervisor is shut down"))
+        inbox.close(_rerouter(self.attempt_id, self.supervisor))
 
     def on_receive(self, message: Any) -> Any:
         try:
@@ -245,7 +229,7 @@ class AttemptActor(pykka.ThreadingActor):
     def _tell_self(self, message: object) -> None:
         # A dead actor means the attempt already ended: late news from the child is moot.
         with contextlib.suppress(pykka.ActorDeadError):
-            self.actor_ref.tell(message)
+            self._actor_ref.tell(message)
 
     # -- start and progress ------------------------------------------------------------------
 
@@ -927,6 +911,43 @@ class AttemptActor(pykka.ThreadingActor):
             )
         )
         self.stop()
+
+
+# The two callables below outlive the actor (held by its child's control and by its
+# closed inbox) without holding it: a reference cycle through the actor would leave
+# every ended attempt (~30 objects) to the cyclic garbage collector.
+
+
+def _teller(ref: pykka.ActorRef[Any]) -> Callable[[object], None]:
+    """``ref.tell`` that ignores a stopped actor (late news from the child is moot)."""
+
+    def tell(message: object) -> None:
+        with contextlib.suppress(pykka.ActorDeadError):
+            ref.tell(message)
+
+    return tell
+
+
+def _rerouter(attempt_id: str, supervisor: pykka.ActorRef[Any]) -> Callable[[Any], None]:
+    """The closed inbox's fallback: a message that reached the stopped actor (on the
+    sender's thread). Requests go to the supervisor, which answers them from its
+    table; the rest is moot."""
+
+    def reroute(envelope: Any) -> None:
+        message = envelope.message
+        if envelope.reply_to is not None:  # a pykka ask (only ``stop`` is asked of us)
+            dead = pykka.ActorDeadError(f"attempt {attempt_id} stopped before handling it")
+            envelope.reply_to.set_exception(exc_info=(type(dead), dead, None))
+            return
+        reply = getattr(message, "reply", None)
+        if reply is None:
+            return  # news from the child, a timer or a heartbeat: the attempt ended
+        try:
+            supervisor.tell(Rerouted(attempt_id=attempt_id, message=message))
+        except pykka.ActorDeadError:
+            resolve(reply, error=BackgroundSubagentError.Closing("the supervisor is shut down"))
+
+    return reroute
 
 
 def raise_reply(reply: concurrent.futures.Future[Any] | None, error: BaseException) -> None:
