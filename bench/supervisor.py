@@ -202,6 +202,9 @@ def measure_memory_throughput(count: int, window: int, rounds: int) -> dict[str,
     rates = []
     cpu = []
     for _ in range(rounds):
+        # Garbage of the previous phase or round (a shut-down supervisor's tables and
+        # pools) is not this round's work: collect it before, not during, the round.
+        gc.collect()
         supervisor = BackgroundSubagentSupervisor(runner=instant_child, limits=limits(window + 8))
         try:
             run_delegations(supervisor, min(count, 500), window)  # warm up
