@@ -149,9 +149,12 @@ class ChildControl:
         self._loop = loop
         self._lock = threading.Lock()
         self._queue: deque[str] = deque()
-        self._cancelled = threading.Event()
+        self._cancelled = False
         self._reason: str | None = None
-        self._async_cancelled = asyncio.Event()
+        # Created on the loop thread by the first ``wait_cancelled`` (most children
+        # never wait for cancellation, and an attempt should cost as little as it can).
+        self._async_cancelled: asyncio.Event | None = None
+        self.handed_over: ChildOutcome | None = None
 
     # -- used by the child (on the event loop) ----------------------------------------------
 
@@ -165,7 +168,7 @@ class ChildControl:
     @property
     def cancelled(self) -> bool:
         """Whether cancellation (by the parent or by shutdown) was requested."""
-        return self._cancelled.is_set()
+        return self._cancelled
 
     @property
     def cancellation_reason(self) -> str | None:
@@ -173,7 +176,20 @@ class ChildControl:
 
     async def wait_cancelled(self) -> None:
         """Return once cancellation is requested. Call on the supervisor's loop."""
+        if self._cancelled:
+            return
+        if self._async_cancelled is None:
+            self._async_cancelled = asyncio.Event()
+        # ``request_cancel`` sets the flag first, then wakes the event on this loop, so a
+        # request made before the event existed still wakes it.
         await self._async_cancelled.wait()
+
+    def hand_over(self, outcome: ChildOutcome) -> None:
+        """For a child whose task is being aborted (cancelled): call just before
+        re-raising ``CancelledError``. The attempt keeps the outcome's context
+        delta, usage and child run id as if the child had returned it; it still
+        ends ``cancelled``."""
+        self.handed_over = outcome
 
     def report_child_run_id(self, child_run_id: str) -> None:
         """Record the child's run id (persisted before it becomes visible)."""
@@ -201,10 +217,15 @@ class ChildControl:
 
     def request_cancel(self, reason: str | None) -> None:
         with self._lock:
-            if self._cancelled.is_set():
+            if self._cancelled:
                 return
             self._reason = reason
-            self._cancelled.set()
+            self._cancelled = True
         # A closed loop raises RuntimeError: then nobody can be waiting on the event.
         with contextlib.suppress(RuntimeError):
-            self._loop.call_soon_threadsafe(self._async_cancelled.set)
+            self._loop.call_soon_threadsafe(self._wake_waiters)
+
+    def _wake_waiters(self) -> None:
+        # On the loop thread, like every ``wait_cancelled``.
+        if self._async_cancelled is not None:
+            self._async_cancelled.set()

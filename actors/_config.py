@@ -35,6 +35,20 @@ class SupervisorLimits(msgspec.Struct, frozen=True, kw_only=True):
     retention: float = 24 * 3600.0
     cancellation_grace: float = 5.0
     shutdown_grace: float = 5.0
+    max_retained_attempts: int = 1024
+    """Ended attempts the supervisor keeps in its in-memory table (answers to
+    ``wait``, ``cancel``, ``steer`` and ``info`` without a store read). Beyond it,
+    the oldest ended attempts whose result was delivered are forgotten (checked
+    every ``max_retained_attempts // 4`` endings); undelivered results are never
+    forgotten (admission bounds them by ``max_undelivered_results``). A forgotten
+    attempt is still answered from the store: ``wait`` reports it delivered
+    elsewhere, ``cancel`` its terminal status (its cancellation receipts are
+    gone), ``steer`` ``Terminal``."""
+    max_known_agents: int = 4096
+    """Background ``agent_id`` s kept in memory for continuation checks (and, in the
+    SDK, child conversations for continuations), least recently used forgotten
+    first; an agent with an active attempt is never forgotten. A forgotten
+    ``agent_id`` is looked up in the store when a continuation names it."""
 
     def __post_init__(self) -> None:
         positive = {
@@ -49,6 +63,8 @@ class SupervisorLimits(msgspec.Struct, frozen=True, kw_only=True):
             "inline_preview_bytes": self.inline_preview_bytes,
             "max_artifact_bytes": self.max_artifact_bytes,
             "max_namespace_artifact_bytes": self.max_namespace_artifact_bytes,
+            "max_retained_attempts": self.max_retained_attempts,
+            "max_known_agents": self.max_known_agents,
         }
         for name, value in positive.items():
             if not (math.isfinite(value) and value > 0):

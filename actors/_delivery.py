@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -91,6 +92,9 @@ class Deliverer:
         self.deltas = deltas
         self.namespace_id = namespace_id
         self.session_id = session_id
+        self.delivered: deque[str] = deque()
+        """Attempt ids whose delivery this deliverer acknowledged, oldest first (any
+        thread appends; the supervisor actor drains it when it prunes its table)."""
 
     def _retrying(self, call: Callable[[], T]) -> T:
         """``call()``, retried while the store's answer is not a verdict.
@@ -183,6 +187,7 @@ class Deliverer:
                 "the store did not confirm the delivery", attempt_id=attempt_id
             ) from exc
         self.deltas.pop(attempt_id)
+        self.delivered.append(attempt_id)
         return record
 
     def release(self, attempt_id: str, claim_id: str) -> None:

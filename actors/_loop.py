@@ -14,6 +14,7 @@ import logging
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +22,9 @@ from typing import Any
 from storage import Clock, IdSource, SessionStore
 
 from ._config import OwnerIdentity, SupervisorLimits
+from ._delivery import DeltaBox
 from ._machines import MachinePool
+from ._messages import RecordView
 
 log = logging.getLogger("actors")
 
@@ -32,6 +35,49 @@ def simple_inbox() -> Any:
     ``queue.Queue``'s Condition-based handoff on every message."""
     inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
     return inbox
+
+
+class ClosableInbox:
+    """An attempt actor's inbox: ``queue.SimpleQueue`` plus :meth:`close`.
+
+    Once closed (by its stopping actor), every message still queued and every
+    message put later goes to the ``fallback`` instead, on the putting thread:
+    no request a sender managed to queue is ever left unanswered, even when it
+    raced the actor's stop.
+    """
+
+    __slots__ = ("_fallback", "_lock", "_queue")
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._fallback: Callable[[Any], None] | None = None
+
+    def put(self, envelope: Any, /) -> None:
+        with self._lock:
+            fallback = self._fallback
+            if fallback is None:
+                self._queue.put(envelope)
+                return
+        fallback(envelope)
+
+    def get(self) -> Any:
+        return self._queue.get()
+
+    def empty(self) -> bool:
+        return self._queue.empty()
+
+    def close(self, fallback: Callable[[Any], None]) -> None:
+        """Hand every queued and every later message to ``fallback`` (called once,
+        from the actor's own thread, as it stops)."""
+        with self._lock:
+            self._fallback = fallback
+        while True:
+            try:
+                envelope = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            fallback(envelope)
 
 
 class LoopThread:
@@ -235,9 +281,21 @@ class Runtime:
     threads_lock: threading.Lock = field(default_factory=threading.Lock)
     threads: list[threading.Thread] = field(default_factory=list)
     machines: MachinePool = field(default_factory=MachinePool)
-    ended: dict[str, str] = field(default_factory=dict)
-    """attempt_id -> ``terminal`` | ``lost`` once the supervisor announced its end.
-    Written by the supervisor actor only; read by ``wait`` without a round trip."""
+    deltas: DeltaBox = field(default_factory=DeltaBox)
+    """Context deltas of persisted terminal attempts (each attempt actor puts its own)."""
+    news: deque[Any] = field(default_factory=deque)
+    """``AttemptTerminal`` news from attempt actors, appended without waking the
+    supervisor actor, which drains it before it handles any message (so its table
+    is current for every request; see ``news_wake``)."""
+    news_wake: bool = False
+    """Set by the supervisor actor while it must hear of every end at once (a
+    completion callback, waiters on its table, shutdown): an attempt that appended
+    news then also tells it ``NewsReady``. Appending before reading this flag, and
+    the supervisor setting it before draining, means no news is ever missed."""
+    views: dict[str, RecordView] = field(default_factory=dict)
+    """attempt_id -> its shared view, for every attempt the supervisor knows.
+    Written by the supervisor actor only (before it answers ``delegate``); read by
+    ``wait`` without a round trip."""
 
     @property
     def lease_ttl(self) -> float:

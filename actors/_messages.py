@@ -9,6 +9,7 @@ cycle can form and an asyncio caller can await it through
 from __future__ import annotations
 
 import concurrent.futures
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,19 +35,49 @@ def resolve(reply: Reply | None, value: Any = None, error: BaseException | None 
 
 
 class RecordView:
-    """The last persisted projection of one attempt, shared by its actor and the supervisor.
+    """The last persisted projection of one attempt, shared by its actor, the supervisor
+    and the callers waiting on it.
 
     The attempt actor publishes each non-terminal record here right after the
     store committed it (one reference assignment, atomic under the GIL), so the
     supervisor's view stays current without a message per transition; the
     supervisor itself publishes the terminal (or lost) record once it handles
-    the attempt's end.
+    the attempt's end, then :meth:`end` it. A caller waits on :meth:`waiter`
+    without a round trip through the supervisor's mailbox.
     """
 
-    __slots__ = ("record",)
+    __slots__ = ("_done", "ended", "record")
 
     def __init__(self, record: AttemptRecord) -> None:
         self.record = record
+        self.ended: str | None = None
+        """``terminal`` or ``lost`` once the supervisor handled the attempt's end."""
+        self._done: Reply | None = None
+
+    def waiter(self) -> Reply:
+        """A future resolved with ``ended`` once the supervisor handled the end (at once
+        when it already did). Any thread; created on first use, so an attempt nobody
+        waits on costs no future."""
+        with _VIEW_LOCK:
+            done = self._done
+            if done is None:
+                done = self._done = concurrent.futures.Future()
+                if self.ended is not None:
+                    done.set_result(self.ended)
+            return done
+
+    def end(self, state: str) -> None:
+        """Record how the attempt ended and wake its waiters (the supervisor actor only)."""
+        with _VIEW_LOCK:
+            self.ended = state
+            done = self._done
+        if done is not None:
+            resolve(done, state)
+
+
+_VIEW_LOCK = threading.Lock()
+"""Orders ``RecordView.end`` against ``RecordView.waiter`` (a short critical section,
+so one lock for every view is enough)."""
 
 
 # -- to an attempt actor -------------------------------------------------------------------
@@ -75,12 +106,6 @@ class Cancel:
 @dataclass(frozen=True, slots=True)
 class Abort:
     """Shutdown's second phase: cancel the child task now (no more grace)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Retire:
-    """From the supervisor once it handled the attempt's end: stop the actor. It
-    queues behind every request the supervisor forwarded earlier."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +170,12 @@ class AttemptTerminal:
 
 
 @dataclass(frozen=True, slots=True)
+class NewsReady:
+    """An attempt appended ``AttemptTerminal`` news to ``Runtime.news`` while the
+    supervisor wants to hear at once: a wake-up, the news itself is in the deque."""
+
+
+@dataclass(frozen=True, slots=True)
 class AttemptUpdated:
     """A non-terminal change of the attempt was persisted (the supervisor's cached view)."""
 
@@ -158,3 +189,13 @@ class AttemptLost:
     attempt_id: str
     reason: str
     cancellation_receipts: dict[str, str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Rerouted:
+    """A request (``Steer``, ``Cancel`` or ``Describe``) that reached an attempt actor
+    after it stopped; the supervisor answers it from its table. The attempt's end
+    (``AttemptTerminal`` / ``AttemptLost``) is always ahead of it in the mailbox."""
+
+    attempt_id: str
+    message: Any

@@ -16,6 +16,17 @@ a heartbeat pool of two (``subagents-heartbeat-N``) and one delivery thread that
 runs the completion callback (``subagents-delivery-0``). They start lazily on
 first use and all of them end when
 :meth:`~BackgroundSubagentSupervisor.shutdown_checked` completes.
+
+Hand-offs of one attempt (each wakes a sleeping thread, the dominant cost in
+memory mode): the caller's ``delegate`` to the supervisor actor and its answer;
+the attempt actor's start on a cached thread; its ``call_soon_threadsafe`` onto
+the loop and the child's ``ChildFinished`` back. The attempt's end reaches the
+supervisor through ``Runtime.news`` without waking it (it drains the news
+before any request, and asks for a wake-up only while a callback, a waiter on
+its table or shutdown needs the news at once); a ``wait`` blocks on the
+attempt's shared view, which the attempt actor itself ends, with no round trip
+through the supervisor; an ended attempt actor stops itself (late requests are
+rerouted to the supervisor by its closed inbox).
 """
 
 from __future__ import annotations
@@ -28,6 +39,7 @@ import logging
 import math
 import threading
 import time
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,9 +76,11 @@ from ._messages import (
     Call,
     Cancel,
     DelegateRequest,
+    Describe,
+    NewsReady,
     RecordView,
     Reply,
-    Retire,
+    Rerouted,
     Start,
     Steer,
     resolve,
@@ -165,7 +179,12 @@ class SupervisorActor(pykka.ThreadingActor):
         self.delivery = delivery
         self.entries: dict[str, _Entry] = {}
         self.active: dict[str, _Entry] = {}  # the entries whose state is "active"
-        self.agents: dict[str, str] = {}  # agent_id -> subagent_name
+        # agent_id -> subagent_name, least recently used first (bounded: max_known_agents)
+        self.agents: OrderedDict[str, str] = OrderedDict()
+        # Ended attempts in the order they ended, and the ids the deliverer acknowledged
+        # that are still in the table (bounded: max_retained_attempts).
+        self.ended_order: deque[str] = deque()
+        self.delivered_ids: set[str] = set()
         self.active_by_agent: dict[str, str] = {}  # agent_id -> attempt_id
         self.closing = False
         # An upper bound of this session's undelivered results: the store count at the
@@ -176,6 +195,8 @@ class SupervisorActor(pykka.ThreadingActor):
         self.undelivered_estimate = 0
         self.settle_watchers: list[Reply] = []
         self.any_watchers: list[Reply] = []
+        self.watched = 0  # watchers waiting in entries
+        runtime.news_wake = on_complete is not None
 
     OPERATIONS = frozenset(
         {
@@ -207,11 +228,14 @@ class SupervisorActor(pykka.ThreadingActor):
         # Agents known from earlier attempts of this session may be continued.
         try:
             for record in self.rt.store.list_attempts(self.rt.namespace_id, self.rt.session_id):
-                self.agents.setdefault(record.agent_id, record.subagent_name)
+                self._know_agent(record.agent_id, record.subagent_name)
         except StoreError:
             log.warning("could not load known agent ids; only new agents can be continued")
 
     def on_receive(self, message: Any) -> Any:
+        if self.rt.news:
+            # Ends the attempts appended without waking us: every request sees them.
+            self._drain_news()
         if isinstance(message, Call):
             try:
                 if message.name not in self.OPERATIONS:
@@ -223,6 +247,10 @@ class SupervisorActor(pykka.ThreadingActor):
             self._on_terminal(message)
         elif isinstance(message, AttemptLost):
             self._on_lost(message)
+        elif isinstance(message, NewsReady):
+            pass  # drained above
+        elif isinstance(message, Rerouted):
+            self._on_rerouted(message)
         elif isinstance(message, AttemptUpdated):
             entry = self.entries.get(message.record.attempt_id)
             if entry is not None and entry.state == "active":
@@ -251,7 +279,7 @@ class SupervisorActor(pykka.ThreadingActor):
             )
         continued = agent_id is not None
         if agent_id is not None:
-            bound = self.agents.get(agent_id)
+            bound = self.agents.get(agent_id) or self._lookup_agent(agent_id)
             if bound is None or bound != subagent_name:
                 raise BackgroundSubagentError.NotFound(
                     "unknown agent_id for this subagent",
@@ -344,8 +372,9 @@ class SupervisorActor(pykka.ThreadingActor):
             supervisor=self.actor_ref,
             view=view,
         )
-        self.agents[agent_id] = subagent_name
+        self._know_agent(agent_id, subagent_name)
         self.active_by_agent[agent_id] = attempt_id
+        rt.views[attempt_id] = view
         self.entries[attempt_id] = self.active[attempt_id] = _Entry(
             attempt_id=attempt_id,
             agent_id=agent_id,
@@ -370,7 +399,7 @@ class SupervisorActor(pykka.ThreadingActor):
     # -- requests for one attempt ------------------------------------------------------------
 
     def _entry(self, attempt_id: str) -> _Entry:
-        entry = self.entries.get(attempt_id)
+        entry = self.entries.get(attempt_id) or self._forgotten(attempt_id)
         if entry is None:
             raise BackgroundSubagentError.NotFound(
                 "no such background attempt",
@@ -379,10 +408,37 @@ class SupervisorActor(pykka.ThreadingActor):
             )
         return entry
 
+    def _forward(self, entry: _Entry, message: Steer | Cancel) -> None:
+        """Tell an active attempt's actor; one that already stopped (its end is ahead
+        of this in the mailbox) is answered from the table once that end is handled."""
+        assert entry.ref is not None
+        try:
+            entry.ref.tell(message)
+        except pykka.ActorDeadError:
+            self.actor_ref.tell(Rerouted(attempt_id=entry.attempt_id, message=message))
+
+    def _on_rerouted(self, rerouted: Rerouted) -> None:
+        message = rerouted.message
+        try:
+            if isinstance(message, Steer):
+                self.steer(rerouted.attempt_id, message.message, message.steering_id, message.reply)
+            elif isinstance(message, Cancel):
+                if message.reply is not None:  # shutdown's own cancel needs no answer
+                    self.cancel(
+                        rerouted.attempt_id,
+                        message.reason,
+                        message.cancellation_id,
+                        message.reply,
+                    )
+            elif isinstance(message, Describe):
+                self.describe(rerouted.attempt_id, message.reply)
+        except BaseException as exc:  # answered to the caller, never raised into pykka
+            resolve(getattr(message, "reply", None), error=exc)
+
     def steer(self, attempt_id: str, message: str, steering_id: str | None, reply: Reply) -> None:
         entry = self._entry(attempt_id)
         if entry.state == "active" and entry.ref is not None:
-            entry.ref.tell(Steer(message=message, steering_id=steering_id, reply=reply))
+            self._forward(entry, Steer(message=message, steering_id=steering_id, reply=reply))
             return
         raise BackgroundSubagentError.Terminal(
             "the attempt already ended",
@@ -395,7 +451,9 @@ class SupervisorActor(pykka.ThreadingActor):
     ) -> None:
         entry = self._entry(attempt_id)
         if entry.state == "active" and entry.ref is not None:
-            entry.ref.tell(Cancel(reason=reason, cancellation_id=cancellation_id, reply=reply))
+            self._forward(
+                entry, Cancel(reason=reason, cancellation_id=cancellation_id, reply=reply)
+            )
             return
         if entry.state == "lost":
             # Not ours any more: answer what the store says now (reconciliation or the
@@ -435,15 +493,18 @@ class SupervisorActor(pykka.ThreadingActor):
                 resolve(done, "any")
             else:
                 self.any_watchers.append(done)
+                self._hear_every_end()
             resolve(reply, ("summary", None, done))
             return
-        entry = self.entries.get(attempt_id)
+        entry = self.entries.get(attempt_id) or self._forgotten(attempt_id)
         if entry is None:
             resolve(done, "not_found")  # nothing to wait for: the wait answers at once
             resolve(reply, ("not_found", sorted(self.entries), done))
             return
         if entry.state == "active":
             entry.watchers.append(done)
+            self.watched += 1
+            self._hear_every_end()  # may end it (and resolve ``done``) right here
         else:
             resolve(done, entry.state)
         resolve(reply, (entry.state, entry.record, done))
@@ -465,8 +526,7 @@ class SupervisorActor(pykka.ThreadingActor):
         entry = self.entries.get(message.attempt_id)
         if entry is None or entry.state != "active":
             return
-        # Persisted already: now it becomes visible, the delta first.
-        self.deltas.put(message.attempt_id, message.context_delta, message.usage)
+        # Persisted already, and its delta put by the attempt.
         entry.record = message.record
         entry.state = "terminal"
         self.undelivered_estimate += 1
@@ -506,21 +566,142 @@ class SupervisorActor(pykka.ThreadingActor):
 
     def _retire(self, entry: _Entry) -> None:
         self.active.pop(entry.attempt_id, None)
-        self.rt.ended[entry.attempt_id] = entry.state
+        if entry.view.ended is None:  # a terminal attempt ended its view itself
+            entry.view.end(entry.state)
+        self.ended_order.append(entry.attempt_id)
+        self._prune()
         if self.active_by_agent.get(entry.agent_id) == entry.attempt_id:
             del self.active_by_agent[entry.agent_id]
-        ref, entry.ref = entry.ref, None
-        if ref is not None:
-            # Every request forwarded earlier is ahead of this stop in the mailbox.
-            with contextlib.suppress(pykka.ActorDeadError):
-                ref.tell(Retire())
-        for watcher in entry.watchers:
-            resolve(watcher, entry.state)
-        entry.watchers.clear()
-        for watcher in self.any_watchers:
-            resolve(watcher, "any")
-        self.any_watchers.clear()
+        # The attempt's actor stops itself once it told its end; requests that reach
+        # it later come back here as ``Rerouted``.
+        entry.ref = None
+        if entry.watchers or self.any_watchers:
+            self.watched -= len(entry.watchers)
+            for watcher in entry.watchers:
+                resolve(watcher, entry.state)
+            entry.watchers.clear()
+            for watcher in self.any_watchers:
+                resolve(watcher, "any")
+            self.any_watchers.clear()
+            self.rt.news_wake = self._wants_news()
         self._check_settled()
+
+    # -- news of ended attempts --------------------------------------------------------------
+
+    def _drain_news(self) -> None:
+        news = self.rt.news
+        while news:
+            self._on_terminal(news.popleft())
+
+    def _wants_news(self) -> bool:
+        """Whether every end must reach this actor at once (not at its next message)."""
+        return (
+            self.on_complete is not None
+            or self.closing
+            or bool(self.any_watchers)
+            or self.watched > 0
+        )
+
+    def _hear_every_end(self) -> None:
+        """Ask attempts to wake this actor on every end from now on, then drain what
+        they appended before they could see the request."""
+        self.rt.news_wake = True
+        self._drain_news()
+
+    # -- bounded tables ----------------------------------------------------------------------
+
+    def _know_agent(self, agent_id: str, subagent_name: str) -> None:
+        agents = self.agents
+        agents[agent_id] = subagent_name
+        agents.move_to_end(agent_id)
+        # Least recently used first; an agent with an active attempt stays.
+        for _ in range(len(agents) - self.rt.limits.max_known_agents):
+            oldest = next(iter(agents))
+            if oldest in self.active_by_agent:
+                agents.move_to_end(oldest)
+            else:
+                del agents[oldest]
+
+    def _lookup_agent(self, agent_id: str) -> str | None:
+        """A forgotten (or never loaded) agent of this session, from the store."""
+        try:
+            records = self.rt.store.list_attempts(self.rt.namespace_id, self.rt.session_id)
+        except StoreError as exc:
+            raise BackgroundSubagentError.Durability(
+                "could not look up the agent", agent_id=agent_id
+            ) from exc
+        for record in records:
+            if record.agent_id == agent_id:
+                return record.subagent_name
+        return None
+
+    def _forgotten(self, attempt_id: str) -> _Entry | None:
+        """An ended attempt the table forgot, rebuilt from the store (not re-inserted):
+        one of this session owned under this supervisor's owner identity (another
+        supervisor's attempts stay unknown here). ``None`` otherwise."""
+        try:
+            record = self.rt.store.load_attempt(attempt_id)
+        except StoreError:
+            return None
+        lease, owner = record.owner_lease, self.rt.owner
+        if (
+            record.namespace_id != self.rt.namespace_id
+            or record.parent_session_id != self.rt.session_id
+            or lease.host_instance_id != owner.host_instance_id
+            or lease.fencing_generation != owner.fencing_generation
+            or is_active_execution(str(record.execution_status))
+        ):
+            return None
+        view = RecordView(record)
+        view.ended = "terminal"
+        return _Entry(
+            attempt_id=attempt_id,
+            agent_id=record.agent_id,
+            subagent_name=record.subagent_name,
+            linked_task_id=record.linked_task_id,
+            view=view,
+            ref=None,
+            state="terminal",
+        )
+
+    def _prune(self) -> None:
+        """Forget the oldest ended attempts whose result was delivered, beyond
+        ``max_retained_attempts``; runs once per quarter of the limit (amortized O(1))."""
+        limit = self.rt.limits.max_retained_attempts
+        order = self.ended_order
+        if len(order) <= limit + max(1, limit // 4):
+            return
+        delivered = self.delivered_ids
+        drained = self.deliverer.delivered
+        while drained:
+            attempt_id = drained.popleft()
+            if attempt_id in self.entries:
+                delivered.add(attempt_id)
+        excess = len(order) - limit
+        kept: deque[str] = deque()
+        for attempt_id in order:  # oldest first
+            if excess > 0 and self._was_delivered(attempt_id):
+                self._forget(attempt_id)
+                excess -= 1
+            else:
+                kept.append(attempt_id)
+        self.ended_order = kept
+
+    def _was_delivered(self, attempt_id: str) -> bool:
+        if attempt_id in self.delivered_ids:
+            return True
+        # Delivered by someone else (another supervisor's turn)? Only the store knows.
+        try:
+            record = self.rt.store.load_attempt(attempt_id)
+        except StoreError:
+            return False
+        return str(record.delivery_status) == "delivered"
+
+    def _forget(self, attempt_id: str) -> None:
+        self.entries.pop(attempt_id, None)
+        self.rt.views.pop(attempt_id, None)
+        self.delivered_ids.discard(attempt_id)
+        self.deltas.pop(attempt_id)
 
     # -- shutdown ----------------------------------------------------------------------------
 
@@ -528,8 +709,12 @@ class SupervisorActor(pykka.ThreadingActor):
         """Close admission, ask every live attempt to stop (``abort``: now), and
         answer a future that resolves once no attempt is active."""
         self.closing = True
+        self._hear_every_end()
         for entry in self.active.values():
-            if entry.ref is not None:
+            if entry.ref is None:
+                continue
+            # An actor that already stopped has told its end: it is ahead in the mailbox.
+            with contextlib.suppress(pykka.ActorDeadError):
                 if abort:
                     entry.ref.tell(Abort())
                 else:
@@ -683,6 +868,7 @@ class BackgroundSubagentSupervisor:
                 loop=loop,
                 heartbeats=self._heartbeats,
                 actor_threads=self._actor_threads,
+                deltas=self.deltas,
             )
             self._ref = SupervisorActor.start(
                 runtime=self._runtime,
@@ -899,14 +1085,22 @@ class BackgroundSubagentSupervisor:
         stay available through :meth:`take_pending_sync`).
         """
         deadline = time.monotonic() + clamp_wait(timeout_seconds)
-        ended = self._ended(attempt_id)
-        if ended is not None:
-            return self._finish_wait(attempt_id, ended, None, ended)
-        state, payload, done = self._call("watch", attempt_id).result()
-        try:
-            outcome = done.result(timeout=max(0.0, deadline - time.monotonic()))
-        except concurrent.futures.TimeoutError:
-            outcome = None
+        view = self._view(attempt_id)
+        if view is not None and view.ended is not None:
+            state = outcome = view.ended
+        else:
+            if view is not None:
+                # An attempt this supervisor runs: wait on its view, no round trip.
+                done = view.waiter()
+                state = "active"
+            else:
+                state, payload, done = self._call("watch", attempt_id).result()
+            try:
+                outcome = done.result(timeout=max(0.0, deadline - time.monotonic()))
+            except concurrent.futures.TimeoutError:
+                outcome = None
+        # A timed-out wait reports the latest persisted projection.
+        payload = view.record if view is not None else None if state != "not_found" else payload
         return self._finish_wait(attempt_id, state, payload, outcome)
 
     async def wait(
@@ -914,10 +1108,12 @@ class BackgroundSubagentSupervisor:
     ) -> WaitResult:
         """Coroutine twin of :meth:`wait_sync`."""
         deadline = time.monotonic() + clamp_wait(timeout_seconds)
-        ended = self._ended(attempt_id)
-        if ended is not None:
-            return await asyncio.to_thread(self._finish_wait, attempt_id, ended, None, ended)
-        state, payload, done = await asyncio.wrap_future(self._call("watch", attempt_id))
+        view = self._view(attempt_id)
+        if view is not None:
+            done = view.waiter()
+            state = "active"
+        else:
+            state, payload, done = await asyncio.wrap_future(self._call("watch", attempt_id))
         if done.done():
             # Already ended: a wrapped future resolves only on the loop's next pass, which
             # ``wait_for`` with a zero timeout would not give it.
@@ -930,16 +1126,17 @@ class BackgroundSubagentSupervisor:
                 )
             except TimeoutError:
                 outcome = None
+        payload = view.record if view is not None else None if state != "not_found" else payload
         return await asyncio.to_thread(self._finish_wait, attempt_id, state, payload, outcome)
 
-    def _ended(self, attempt_id: str | None) -> str | None:
-        """How the attempt ended (``terminal``/``lost``) when the supervisor already said
-        so; ``None`` otherwise. Raises ``Closing`` after shutdown, like every call."""
+    def _view(self, attempt_id: str | None) -> RecordView | None:
+        """The shared view of an attempt this supervisor knows, else ``None`` (then the
+        supervisor actor answers). Raises ``Closing`` after shutdown, like every call."""
         if attempt_id is None:
             return None
         self._ensure_started()
         runtime = self._runtime
-        return None if runtime is None else runtime.ended.get(attempt_id)
+        return None if runtime is None else runtime.views.get(attempt_id)
 
     def _finish_wait(
         self, attempt_id: str | None, state: str, payload: Any, outcome: str | None
@@ -959,7 +1156,12 @@ class BackgroundSubagentSupervisor:
                 attempts=[*info.active, *info.retained],
             )
         if outcome is None:
-            record: AttemptRecord = self._call("describe", attempt_id).result()
+            # The last persisted projection (the attempt's view, or the supervisor's).
+            record: AttemptRecord = (
+                payload
+                if isinstance(payload, AttemptRecord)
+                else self._call("describe", attempt_id).result()
+            )
             return WaitResult(
                 status=str(record.execution_status),
                 attempt_id=attempt_id,

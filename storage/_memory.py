@@ -8,7 +8,6 @@ against both.
 from __future__ import annotations
 
 import bisect
-import heapq
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
@@ -20,8 +19,6 @@ from ._kernel import KernelStore
 
 T = TypeVar("T")
 
-_DELETED = None
-
 
 class _Table:
     """One table: a dict plus its keys kept sorted for ordered scans."""
@@ -32,40 +29,62 @@ class _Table:
         self.rows: dict[bytes, bytes] = {}
         self.keys: list[bytes] = []
 
-    def put(self, key: bytes, value: bytes) -> None:
-        if key not in self.rows:
+    def put(self, key: bytes, value: bytes) -> bytes | None:
+        """Store ``value``; return the value it replaced (``None``: a new key)."""
+        rows = self.rows
+        old = rows.get(key)
+        if old is None:
             bisect.insort(self.keys, key)
-        self.rows[key] = value
+        rows[key] = value
+        return old
 
-    def delete(self, key: bytes) -> None:
-        if self.rows.pop(key, None) is not None:
+    def delete(self, key: bytes) -> bytes | None:
+        """Remove ``key``; return the value it had (``None``: it was absent)."""
+        old = self.rows.pop(key, None)
+        if old is not None:
             del self.keys[bisect.bisect_left(self.keys, key)]
+        return old
+
+    def restore(self, key: bytes, old: bytes | None) -> None:
+        """Put back what ``put``/``delete`` returned (undo)."""
+        if old is None:
+            self.delete(key)
+        else:
+            self.put(key, old)
 
     def scan(self, prefix: bytes, start: bytes) -> Iterator[tuple[bytes, bytes]]:
-        keys = self.keys
+        keys, rows = self.keys, self.rows
         i = bisect.bisect_left(keys, start)
         while i < len(keys):
             k = keys[i]
             if not k.startswith(prefix):
                 return
-            yield k, self.rows[k]
-            i += 1
+            n = len(keys)
+            yield k, rows[k]
+            if len(keys) != n or i >= n or keys[i] is not k:
+                # The table changed under the iterator (a write in the same
+                # transaction): resume right after the last key yielded.
+                i = bisect.bisect_right(keys, k)
+            else:
+                i += 1
 
 
 class _MemoryTxn:
     """A transaction over the committed tables.
 
-    A write transaction records its puts and deletes in an overlay (``None``
-    marks a delete) and applies them only when ``fn`` returns, so a raising
-    ``fn`` leaves nothing. Reads see the overlay first.
+    A write transaction applies each put and delete to the tables at once and
+    keeps an undo log (the value each write replaced); when ``fn`` raises, the
+    backend replays the log backwards, so a failed ``fn`` leaves nothing. No
+    other transaction runs meanwhile (the backend's lock), so nobody sees a
+    half-applied write.
     """
 
-    __slots__ = ("_overlay", "_tables", "_writable")
+    __slots__ = ("_tables", "_undo", "_writable")
 
     def __init__(self, tables: dict[str, _Table], *, writable: bool) -> None:
         self._tables = tables
         self._writable = writable
-        self._overlay: dict[str, dict[bytes, bytes | None]] = {}
+        self._undo: list[tuple[_Table, bytes, bytes | None]] = []
 
     def _table(self, table: str) -> _Table:
         try:
@@ -74,52 +93,38 @@ class _MemoryTxn:
             raise Failed("no such table", table=table) from None
 
     def get(self, table: str, key: bytes) -> bytes | None:
-        base = self._table(table)
-        overlay = self._overlay.get(table)
-        if overlay is not None and key in overlay:
-            return overlay[key]
-        return base.rows.get(key)
+        return self._table(table).rows.get(key)
 
     def put(self, table: str, key: bytes, value: bytes) -> None:
         if not self._writable:
             raise Failed("write in a read transaction", table=table, key=key)
-        self._table(table)
-        self._overlay.setdefault(table, {})[key] = bytes(value)
+        t = self._table(table)
+        if type(value) is not bytes:
+            value = bytes(value)  # never keep a caller's mutable buffer
+        self._undo.append((t, key, t.put(key, value)))
 
     def delete(self, table: str, key: bytes) -> bool:
-        existed = self.get(table, key) is not None
+        t = self._table(table)
         if not self._writable:
             raise Failed("write in a read transaction", table=table, key=key)
-        self._overlay.setdefault(table, {})[key] = _DELETED
-        return existed
+        old = t.delete(key)
+        if old is None:
+            return False
+        self._undo.append((t, key, old))
+        return True
 
     def scan(
         self, table: str, prefix: bytes = b"", start: bytes | None = None
     ) -> Iterator[tuple[bytes, bytes]]:
         base = self._table(table)
         lo = prefix if start is None or start < prefix else start
-        overlay = self._overlay.get(table)
-        if not overlay:
-            yield from base.scan(prefix, lo)
-            return
-        # Snapshot the overlay's matching keys so the merge is stable.
-        mine = sorted((k, v) for k, v in overlay.items() if k >= lo and k.startswith(prefix))
-        merged = heapq.merge(
-            ((k, 1, v) for k, v in base.scan(prefix, lo) if k not in overlay),
-            ((k, 0, v) for k, v in mine),
-        )
-        for k, _, v in merged:
-            if v is not None:
-                yield k, v
+        return base.scan(prefix, lo)
 
-    def commit(self) -> None:
-        for name, changes in self._overlay.items():
-            table = self._tables[name]
-            for k, v in changes.items():
-                if v is None:
-                    table.delete(k)
-                else:
-                    table.put(k, v)
+    def rollback(self) -> None:
+        undo = self._undo
+        while undo:
+            table, key, old = undo.pop()
+            table.restore(key, old)
 
 
 class MemoryBackend:
@@ -150,9 +155,11 @@ class MemoryBackend:
         with self._lock:
             self._open()
             txn = _MemoryTxn(self._data, writable=True)
-            result = fn(txn)
-            txn.commit()
-            return result
+            try:
+                return fn(txn)
+            except BaseException:
+                txn.rollback()
+                raise
 
     def drain(self) -> None:
         """A no-op: every write already completed synchronously."""

@@ -44,7 +44,6 @@ import asyncio
 import contextlib
 import logging
 import threading
-import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -59,6 +58,7 @@ from actors import (
     ChildControl,
     ChildOutcome,
     ChildRequest,
+    SupervisorLimits,
     WaitResult,
     clamp_wait,
 )
@@ -98,7 +98,6 @@ STEERING_PREFIX = "[steering from the parent agent] "
 BACKGROUND_RESULT_PREFIX = "[background subagent result] "
 
 _LAUNCH_KEY = "subagents.launch"
-_MAX_KEPT_DELTAS = 1024
 _TURN_CLAIM_WAIT = 1.0
 
 TurnStart = Callable[[list[ModelMessage], AgentContext], Awaitable[None]]
@@ -138,15 +137,22 @@ class SubagentContextDelta:
 
 
 class _SharedState:
-    """Per-supervisor memory: child conversations (for continuations), deltas not yet
-    applied and the attempts the SDK's tools launched whose results the SDK has not
-    delivered yet. Shared by every agent built on the supervisor, so a restored
-    parent (a new agent and context on the same supervisor) finds them. Thread-safe."""
+    """Per-supervisor memory: child conversations (for continuations) and the attempts
+    the SDK's tools launched whose results the SDK has not delivered yet. Shared by
+    every agent built on the supervisor, so a restored parent (a new agent and
+    context on the same supervisor) finds them. Thread-safe.
 
-    def __init__(self) -> None:
+    Context deltas are not kept here: the supervisor hands each one out with the
+    delivery that claims its result (``WaitResult.context_delta``). Histories are
+    kept for the ``max_histories`` most recently used agents (the supervisor's
+    ``SupervisorLimits.max_known_agents``); a continuation of a forgotten agent
+    starts from an empty history, as after a process restart.
+    """
+
+    def __init__(self, max_histories: int = SupervisorLimits().max_known_agents) -> None:
         self.lock = threading.Lock()
-        self.histories: dict[str, tuple[ModelMessage, ...]] = {}
-        self.deltas: OrderedDict[str, SubagentContextDelta] = OrderedDict()
+        self.max_histories = max_histories
+        self.histories: OrderedDict[str, tuple[ModelMessage, ...]] = OrderedDict()
         self.launched: set[str] = set()
 
     def launch(self, attempt_id: str) -> None:
@@ -163,27 +169,18 @@ class _SharedState:
 
     def history(self, agent_id: str) -> tuple[ModelMessage, ...]:
         with self.lock:
-            return self.histories.get(agent_id, ())
+            messages = self.histories.get(agent_id)
+            if messages is None:
+                return ()
+            self.histories.move_to_end(agent_id)
+            return messages
 
     def remember(self, agent_id: str, messages: tuple[ModelMessage, ...]) -> None:
         with self.lock:
             self.histories[agent_id] = messages
-
-    def keep_delta(self, delta: SubagentContextDelta) -> None:
-        with self.lock:
-            self.deltas[delta.attempt_id] = delta
-            # Results delivered through a host's completion callback never come back
-            # here; bound what they leave behind.
-            while len(self.deltas) > _MAX_KEPT_DELTAS:
-                self.deltas.popitem(last=False)
-
-    def claim_delta(self, attempt_id: str, offered: Any = None) -> SubagentContextDelta | None:
-        """The attempt's delta, handed out at most once (with the supervisor's claim)."""
-        with self.lock:
-            kept = self.deltas.pop(attempt_id, None)
-        if kept is not None:
-            return kept
-        return offered if isinstance(offered, SubagentContextDelta) else None
+            self.histories.move_to_end(agent_id)
+            while len(self.histories) > self.max_histories:
+                self.histories.popitem(last=False)
 
 
 _STATES: weakref.WeakKeyDictionary[BackgroundSubagentSupervisor, _SharedState] = (
@@ -198,7 +195,7 @@ def _shared_state(supervisor: BackgroundSubagentSupervisor | None) -> _SharedSta
     with _STATES_LOCK:
         state = _STATES.get(supervisor)
         if state is None:
-            state = _STATES[supervisor] = _SharedState()
+            state = _STATES[supervisor] = _SharedState(supervisor.limits.max_known_agents)
         return state
 
 
@@ -375,7 +372,7 @@ class BackgroundSubagentRunner:
                     },
                 ).to_value(),
             )
-            made = SubagentContextDelta(
+            return SubagentContextDelta(
                 attempt_id=request.attempt_id,
                 agent_id=request.agent_id,
                 subagent_name=name,
@@ -385,8 +382,6 @@ class BackgroundSubagentRunner:
                 events=(*child.events.events(), lifecycle),
                 messages=messages,
             )
-            self._state.keep_delta(made)
-            return made
 
         def failed(text: str, extra: dict[str, Any], status: str = "failed") -> ChildOutcome:
             made = delta(status, {"error": text, **extra}, ())
@@ -442,7 +437,8 @@ class BackgroundSubagentRunner:
             run.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await run
-            delta("cancelled", {"error": "cancelled"}, ())
+            # What the child consumed still reaches the parent with the cancelled result.
+            control.hand_over(failed("cancelled", {}, status="cancelled"))
             raise
         finally:
             stop.cancel()
@@ -599,10 +595,12 @@ class _AsyncDelegation:
         self.runner = BackgroundSubagentRunner(registry, supervisor)
         self.state = _shared_state(supervisor)
 
-    def apply(self, context: AgentContext | None, attempt_id: str, offered: Any = None) -> bool:
-        """Apply the attempt's delta into ``context`` once; whether one was applied."""
-        delta = self.state.claim_delta(attempt_id, offered)
-        if delta is None or context is None:
+    @staticmethod
+    def apply(context: AgentContext | None, waited: WaitResult) -> bool:
+        """Apply the delta a delivering wait handed out into ``context`` (the
+        supervisor hands each delta out once, with the delivery); whether one was."""
+        delta = waited.context_delta
+        if not isinstance(delta, SubagentContextDelta) or context is None:
             return False
         delta.apply(context)
         return True
@@ -649,7 +647,7 @@ class _AsyncDelegation:
             if not _delivered_by(waited):
                 continue
             self.state.forget({attempt_id})
-            self.apply(context, attempt_id)
+            self.apply(context, waited)
             delivered.append(waited)
         _append_parts(
             messages,
@@ -916,19 +914,9 @@ class WaitSubagentTool(_BackgroundTool):
 
     async def invoke(self, context: ToolContext, arguments: Any) -> ToolResult:
         args: _WaitArgs = arguments
-        budget = clamp_wait(args.timeout_seconds)
-        deadline = time.monotonic() + budget
         try:
-            waited = None
-            if args.attempt_id is not None:
-                # An unknown attempt answers at once (the supervisor's own wait would
-                # sit out the whole timeout on it), and so does a finished one.
-                waited = await self.supervisor.wait(args.attempt_id, 0.0)
-                if waited.status != "not_found" and waited.timed_out:
-                    waited = None
-            if waited is None:
-                remaining = max(0.0, deadline - time.monotonic())
-                waited = await self.supervisor.wait(args.attempt_id, remaining)
+            # An unknown or a finished attempt answers at once.
+            waited = await self.supervisor.wait(args.attempt_id, clamp_wait(args.timeout_seconds))
         except BackgroundSubagentError as error:
             raise _tool_error(self.name, error) from error
         metadata: dict[str, Any] = {}
@@ -937,7 +925,7 @@ class WaitSubagentTool(_BackgroundTool):
         ):
             self.delegation.state.forget({waited.attempt_id})
         if _delivered_by(waited) and waited.attempt_id is not None:
-            applied = self.delegation.apply(_parent_context(context), waited.attempt_id)
+            applied = self.delegation.apply(_parent_context(context), waited)
             metadata["context_mutated"] = applied
         return ToolResult(waited.to_value(), metadata)
 

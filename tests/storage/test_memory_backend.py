@@ -1,4 +1,5 @@
-"""MemoryBackend: atomic overlay transactions, ordered scans, serialized writers."""
+"""MemoryBackend: atomic write-through transactions with an undo log, ordered scans,
+serialized writers."""
 
 from __future__ import annotations
 
@@ -32,6 +33,37 @@ def test_a_write_that_raises_leaves_nothing_behind() -> None:
     with pytest.raises(RuntimeError, match="boom"):
         backend.write(fn)
     assert backend.read(lambda txn: list(txn.scan("t"))) == [(b"keep", b"1")]
+
+
+def test_a_write_that_raises_restores_overwritten_and_deleted_values_in_order() -> None:
+    backend = _backend()
+    backend.write(lambda txn: [txn.put("t", k, b"old-" + k) for k in (b"a", b"b", b"c")])
+
+    def fn(txn: Txn) -> None:
+        txn.put("t", b"b", b"first")
+        txn.put("t", b"b", b"second")
+        txn.delete("t", b"a")
+        txn.put("t", b"a", b"back")
+        txn.delete("t", b"c")
+        txn.put("u", b"x", b"other table")
+        raise KeyboardInterrupt  # a BaseException is rolled back too
+
+    with pytest.raises(KeyboardInterrupt):
+        backend.write(fn)
+    assert backend.read(lambda txn: list(txn.scan("t"))) == [
+        (b"a", b"old-a"),
+        (b"b", b"old-b"),
+        (b"c", b"old-c"),
+    ]
+    assert backend.read(lambda txn: list(txn.scan("u"))) == []
+
+
+def test_a_write_keeps_its_own_copy_of_a_mutable_value() -> None:
+    backend = _backend()
+    value = bytearray(b"v1")
+    backend.write(lambda txn: txn.put("t", b"k", value))  # type: ignore[arg-type]
+    value[:] = b"v2"
+    assert backend.read(lambda txn: txn.get("t", b"k")) == b"v1"
 
 
 def test_scans_are_ordered_and_merge_the_transactions_own_writes() -> None:

@@ -844,3 +844,17 @@ async def test_supervisor_limits_reach_the_model_as_typed_tool_errors(
     assert big_steer.fields["error_kind"] == "SteeringTooLarge"
     assert quota.fields["error_kind"] == "QuotaExceeded"
     assert "wait_subagent" in quota.message
+
+
+def test_the_sdk_keeps_child_histories_for_the_most_recently_used_agents_only() -> None:
+    from subagents._async_delegation import _SharedState
+
+    state = _SharedState(max_histories=3)
+    for n in range(10):
+        state.remember(f"agent-{n}", (f"m{n}",))  # type: ignore[arg-type]
+        if n >= 1:
+            state.history("agent-0")  # used: kept while others are forgotten
+
+    assert list(state.histories) == ["agent-8", "agent-9", "agent-0"]
+    assert state.history("agent-0") == ("m0",)
+    assert state.history("agent-5") == ()  # forgotten: a continuation starts afresh
