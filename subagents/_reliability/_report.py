@@ -210,6 +210,9 @@ def crash_section(report: Any) -> Section:
         name="crash runs",
         figures={
             "cycles": report.cycles,
+            "epochs": report.epochs,
+            "s per cycle": report.seconds_per_cycle,
+            "s per cycle, last epoch": (report.epoch_seconds_per_cycle or (0.0,))[-1],
             "kills": report.kills,
             "restarts": report.restarts,
             "attempts accepted": report.attempts_accepted,

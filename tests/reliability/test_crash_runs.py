@@ -140,3 +140,22 @@ def test_a_doctored_store_is_reported(
     expected = doctor(snapshot, ledger)
     violations = check_snapshot(snapshot, ledger).violations
     assert any(expected in v for v in violations), violations
+
+
+def test_a_run_over_several_epochs_starts_fresh_data_and_keeps_its_counters(
+    tmp_path: Path,
+) -> None:
+    report = run_crash_cycles(
+        cycles=8,
+        seed=5,
+        workdir=tmp_path,
+        epoch_cycles=3,
+        kinds=("pause:admit_run", "random-delay", "store.after_commit"),
+    )
+    assert report.violations == ()
+    assert report.epochs == 3
+    assert len(report.epoch_seconds_per_cycle) == 3
+    assert report.kills == 8
+    assert report.settles == 3  # two epoch boundaries and the end
+    assert report.attempts_accepted > 0
+    assert not list(tmp_path.glob("data-epoch*"))  # clean epochs leave nothing behind
