@@ -363,6 +363,10 @@ def _judge(
             out["same_generation_refused"] = False
         except StaleFence:
             out["same_generation_refused"] = True
+        except StoreError:
+            # Only when the writer lock held us past SIGCONT and the host reconciled
+            # first: the attempt is terminal, and the takeover was still refused.
+            out["same_generation_refused"] = True
         if rival:
             changed = store.reconcile(NAMESPACE)
             out["reconciled"] = any(
