@@ -473,7 +473,7 @@ def _cycle(run: _Run, zygote: Zygote, cycle: int, kind: str, name: str) -> None:
     life.kill()
     for message in life.drain():
         _handle(run, life, calls, message)
-    _note_death(run, life)
+    _note_death(run, life, killed=kind == "random")
     run.kills += 1
     fired = _fired_points(run, life.pid)
     if kind == "random":
@@ -492,12 +492,18 @@ def _cycle(run: _Run, zygote: Zygote, cycle: int, kind: str, name: str) -> None:
     _after_death(run, calls, cycle)
 
 
-def _note_death(run: _Run, life: HostLife) -> None:
+def _note_death(run: _Run, life: HostLife, *, killed: bool = False) -> None:
+    """Record when a life's generation died; a life that never said hello is a
+    violation, unless ``killed`` before it could (a random delay shorter than its
+    start-up): a life says hello before it starts serving, so nothing can carry
+    its generation, and one that did would be reported as never granted."""
     known = run.ledger.lives.get(life.generation)
-    if known is None:
-        run.violations.append(f"host life {life.pid} never said hello")
-    else:
+    if known is not None:
         known.died = life.died
+    elif killed and life.generation == 0:
+        run.log.note("killed-before-hello", pid=life.pid)
+    else:
+        run.violations.append(f"host life {life.pid} never said hello")
 
 
 def _fired_points(run: _Run, pid: int) -> set[str]:
