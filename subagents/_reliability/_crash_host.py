@@ -21,8 +21,9 @@ step even when the kill lands right after it.
 
 With ``args.refusals`` the life also reports the owner's fenced writes
 (``heartbeat_attempt``, ``update_attempt_execution``, ``commit_terminal``):
-``wrote`` when one commits, ``refused`` (with the error's type) when the store
-turns it down, so a parent can count the late writes of an owner it paused.
+``wrote`` when one commits, ``refused`` (with the error's type and the
+``time.monotonic()`` of the refusal) when the store turns it down, so a parent
+can count the late writes of an owner it paused.
 
 ``CRASH_PAUSE="<method>:<nth>"`` freezes the life right after the nth commit
 of that store method, before the caller sees the response (it reports
@@ -48,6 +49,7 @@ import re
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -216,7 +218,11 @@ def _tap_refusals(store: Any, wire: _Wire) -> None:
             try:
                 result = original(first, *args, **kwargs)
             except StoreError as exc:
-                wire.send(ev="refused", m=name, id=ident, kind=type(exc).__name__)
+                # CLOCK_MONOTONIC is system-wide: the parent can place the refusal
+                # before or after the moment it resumed this process.
+                wire.send(
+                    ev="refused", m=name, id=ident, kind=type(exc).__name__, t=time.monotonic()
+                )
                 raise
             status = getattr(result, "execution_status", None)
             wire.send(ev="wrote", m=name, id=ident, status=str(status))

@@ -124,6 +124,8 @@ class _Round:
     running: bool = False
     parent_done: bool = False
     resumed: bool = False
+    resumed_at: float = 0.0
+    """``time.monotonic()`` just before SIGCONT: refusals from then on are the late writes."""
     refused: int = 0
     refused_kinds: set[str] = field(default_factory=set)
     status: dict[str, Any] = field(default_factory=dict)
@@ -228,7 +230,11 @@ def _on(one: _Round, message: dict[str, Any]) -> None:
     elif ev == "wrote" and message.get("id") == one.attempt:
         if message.get("m") == "update_attempt_execution" and message.get("status") == "running":
             one.running = True
-    elif ev == "refused" and message.get("id") == one.attempt and one.resumed:
+    elif (
+        ev == "refused"
+        and message.get("id") == one.attempt
+        and float(message.get("t", 0.0)) >= one.resumed_at > 0
+    ):
         one.refused += 1
         one.refused_kinds.add(f"{message.get('m')}:{message.get('kind')}")
     elif ev == "event" and message.get("kind") == "run.completed":
@@ -290,6 +296,7 @@ def _pause_and_resume(state: _Sigstop, one: _Round, store: LmdbSessionStore) -> 
     )
     worker.start()
     time.sleep(max(0.0, stopped + pause - time.monotonic()))  # the pause itself is the test
+    one.resumed_at = time.monotonic()
     os.kill(life.pid, signal.SIGCONT)
     paused = time.monotonic() - stopped
     one.resumed = True
