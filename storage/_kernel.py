@@ -180,9 +180,16 @@ def _check(machine: MachineSpec, source: str, dest: str, **fields: Any) -> None:
         )
 
 
+MAX_ID_BYTES = 128
+"""Longest id the store accepts, in UTF-8 bytes: one LMDB key holds up to three ids
+(namespace, session, attempt) within LMDB's 511 bytes, and every store refuses alike."""
+
+
 def _check_id(what: str, value: object) -> None:
     if not isinstance(value, str) or not value or "\x00" in value:
         raise InvalidRecord(f"{what} must be a non-empty string without NUL", field=what)
+    if len(value.encode("utf-8", "surrogatepass")) > MAX_ID_BYTES:
+        raise InvalidRecord(f"{what} is longer than {MAX_ID_BYTES} UTF-8 bytes", field=what)
 
 
 def _time(what: str, value: object) -> float:

@@ -289,7 +289,7 @@ def _verify(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-_REPORT_SECTIONS = ("properties", "clock", "crash", "hostile", "load")
+_REPORT_SECTIONS = ("properties", "clock", "sigstop", "crash", "hostile", "load")
 
 
 def _verify_report(args: argparse.Namespace) -> int:

@@ -1,6 +1,8 @@
 """The external v1 method table: typed params and results for every method.
 
-Params reject unknown fields and wrong types (``-32602``). Results are plain
+Params reject unknown fields and wrong types (``-32602``), and id-like params
+(:data:`ID_FIELDS`) longer than :data:`MAX_ID_BYTES` UTF-8 bytes, naming the
+field. Results are plain
 frozen structs, encoded as JSON objects. ``METHODS`` is the single list the
 server binds, ``openrpc.json`` documents and ``tests/host/test_openrpc.py``
 checks against each other. Durable attempt inspection and cancellation are
@@ -10,7 +12,7 @@ trusted operations and deliberately absent (see :mod:`subagents._host._trusted`)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -18,8 +20,42 @@ PROTOCOL_NAME = "subagents.host"
 PROTOCOL_VERSION = "1"
 
 
+MAX_ID_BYTES = 128
+"""The longest id-like param, in UTF-8 bytes (the store's own limit).
+
+Ids become store keys: LMDB refuses keys over 511 bytes and one key can hold
+three ids (namespace, session, attempt), so 128 bytes each always fit. The
+store refuses longer ids too (``InvalidRecord``), on every backend alike."""
+
+ID_FIELDS = frozenset({"session_id", "run_id", "idempotency_key", "steering_id", "subscription_id"})
+"""Params checked against :data:`MAX_ID_BYTES`."""
+
+Id = Annotated[
+    str,
+    msgspec.Meta(
+        max_length=MAX_ID_BYTES,
+        description=f"An id of at most {MAX_ID_BYTES} UTF-8 bytes (longer is -32602).",
+    ),
+]
+
+
 class Params(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Base of every params struct: unknown fields are rejected."""
+    """Base of every params struct: unknown fields are rejected, and so are id-like
+    fields (:data:`ID_FIELDS`) over :data:`MAX_ID_BYTES` UTF-8 bytes."""
+
+    def __post_init__(self) -> None:
+        for name in self.__struct_fields__:
+            if name not in ID_FIELDS:
+                continue
+            value = getattr(self, name)
+            if isinstance(value, str) and len(value.encode("utf-8", "surrogatepass")) > (
+                MAX_ID_BYTES
+            ):
+                # msgspec reports a ValueError from here as a ValidationError; the
+                # suffix is its own path format, so the -32602 reply names the field.
+                raise ValueError(
+                    f"{name} is longer than {MAX_ID_BYTES} UTF-8 bytes - at `$.{name}`"
+                )
 
 
 class Result(msgspec.Struct, frozen=True, kw_only=True):
@@ -122,13 +158,13 @@ class ProfileGetParams(Params, frozen=True, kw_only=True):
 
 
 class SessionCreateParams(Params, frozen=True, kw_only=True):
-    session_id: str | None = None
+    session_id: Id | None = None
     profile: str | None = None
     metadata: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 class SessionRef(Params, frozen=True, kw_only=True):
-    session_id: str
+    session_id: Id
 
 
 class SessionListParams(Params, frozen=True, kw_only=True):
@@ -158,28 +194,28 @@ class SessionDeleteResult(Result, frozen=True, kw_only=True):
 
 
 class RunStartParams(Params, frozen=True, kw_only=True):
-    session_id: str
+    session_id: Id
     input: str
     profile: str | None = None
-    idempotency_key: str | None = None
+    idempotency_key: Id | None = None
 
 
 class RunRef(Params, frozen=True, kw_only=True):
-    session_id: str
-    run_id: str
+    session_id: Id
+    run_id: Id
 
 
 class RunInterruptParams(Params, frozen=True, kw_only=True):
-    session_id: str
-    run_id: str
+    session_id: Id
+    run_id: Id
     reason: str | None = None
 
 
 class RunSteerParams(Params, frozen=True, kw_only=True):
-    session_id: str
-    run_id: str
+    session_id: Id
+    run_id: Id
     message: str
-    steering_id: str | None = None
+    steering_id: Id | None = None
 
 
 class RunInfo(Result, frozen=True, kw_only=True):
@@ -224,7 +260,7 @@ class HostEvent(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class EventsReplayParams(Params, frozen=True, kw_only=True):
-    session_id: str
+    session_id: Id
     after_seq: int = 0
     limit: int = 1000
 
@@ -236,7 +272,7 @@ class EventsReplayResult(Result, frozen=True, kw_only=True):
 
 
 class EventsSubscribeParams(Params, frozen=True, kw_only=True):
-    session_id: str
+    session_id: Id
     after_seq: int | None = None
 
 
@@ -247,7 +283,7 @@ class EventsSubscribeResult(Result, frozen=True, kw_only=True):
 
 
 class EventsUnsubscribeParams(Params, frozen=True, kw_only=True):
-    subscription_id: str
+    subscription_id: Id
 
 
 class EventsUnsubscribeResult(Result, frozen=True, kw_only=True):

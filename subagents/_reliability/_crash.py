@@ -14,6 +14,12 @@ is re-sent to the next life with the same key) and checks the invariants of
 a life runs without faults until all work is terminal and delivered, and the
 final invariants are checked.
 
+Every ``epoch_cycles`` cycles (after that settle and its final checks) the run
+moves to a fresh data directory, keeping every counter: each cycle checks the
+whole store and each host start scans every run, so without epochs the cost
+of a cycle grows with the store; with them it stays flat (the deep profile's
+10,000 cycles are 50 epochs of 200).
+
 A run is green only if nothing was violated *and* every kill kind and
 replay path happened at least its minimum number of times.
 """
@@ -69,6 +75,8 @@ DELEGATIONS_PER_RUN = 2
 LIFE_DEADLINE = 3.0
 """Seconds a life waits for its fault point or pause before a fallback kill."""
 SETTLE_DEADLINE = 60.0
+EPOCH_CYCLES = 200
+"""Cycles per data directory (the ci run's 200 cycles are one epoch)."""
 
 
 class CrashReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -88,6 +96,9 @@ class CrashReport(msgspec.Struct, frozen=True, kw_only=True):
     seconds_per_cycle: float = 0.0
     fallback_kills: int = 0
     settles: int = 0
+    epochs: int = 1
+    epoch_seconds_per_cycle: tuple[float, ...] = ()
+    """Seconds per cycle of each epoch, in order (flat when the cost does not grow)."""
 
 
 @dataclass
@@ -118,6 +129,14 @@ class _Run:
     next_key: int = 0
     fault_log_offset: int = 0
     last_generation: int = 0
+    epoch: int = 1
+    accepted_before: int = 0
+    """Attempts accepted in earlier epochs (the ledger holds only this epoch's)."""
+    epoch_started: float = 0.0
+    epoch_first_cycle: int = 0
+    epoch_violations: int = 0
+    """Violations found before this epoch began (a clean epoch's directory is removed)."""
+    epoch_rates: list[float] = field(default_factory=list)
 
     @property
     def fault_log(self) -> Path:
@@ -126,6 +145,10 @@ class _Run:
     @property
     def data_dir(self) -> Path:
         return self.workdir / "data"
+
+    @property
+    def attempts_accepted(self) -> int:
+        return self.accepted_before + len(self.ledger.committed_attempts)
 
     def say(self, text: str) -> None:
         if self.progress is not None:
@@ -183,8 +206,14 @@ def run_crash_cycles(
     progress: Callable[[str], None] | None = None,
     settle_every: int = 50,
     kinds: Sequence[str] | None = None,
+    epoch_cycles: int = EPOCH_CYCLES,
 ) -> CrashReport:
-    """Run ``cycles`` SIGKILL cycles in ``workdir`` (created; reused data dir inside).
+    """Run ``cycles`` SIGKILL cycles in ``workdir`` (created; a fresh data dir per epoch).
+
+    Each ``epoch_cycles`` cycles end with a settle and its final checks; the
+    next cycle starts on a fresh data directory (the previous one is removed,
+    or kept as ``data-epoch<N>`` when that epoch found a violation). Counters
+    and minimums are over the whole run.
 
     ``kinds`` restricts the kills to some of the named points, ``"random-delay"``
     and ``"pause:<store method>"`` (cycling through them in order); the
@@ -213,11 +242,18 @@ def run_crash_cycles(
         run.kills_by_point[f"pause:{method}"] = 0
     run.log.note("start", seed=seed, cycles=cycles)
     run.log.sync()
+    if epoch_cycles < 1:
+        raise ValueError("epoch_cycles must be at least 1")
     zygote = Zygote(workdir)
+    run.epoch_started = time.monotonic()
     try:
         for cycle, (kind, name) in enumerate(_schedule(cycles, run.rng, kinds)):
             _cycle(run, zygote, cycle, kind, name)
-            if settle_every and (cycle + 1) % settle_every == 0 and cycle + 1 < cycles:
+            done = cycle + 1
+            if done < cycles and done % epoch_cycles == 0:
+                _settle(run, zygote)
+                _next_epoch(run, done)
+            elif settle_every and done % settle_every == 0 and done < cycles:
                 _settle(run, zygote)
             if (cycle + 1) % 10 == 0:
                 run.say(
@@ -228,6 +264,7 @@ def run_crash_cycles(
     finally:
         zygote.close()
         run.log.close()
+    run.epoch_rates.append(_epoch_rate(run, cycles))
     if kinds is None:
         run.violations.extend(shortfalls(cycles, run.kills_by_point, run.replays))
     seconds = time.monotonic() - start
@@ -236,7 +273,7 @@ def run_crash_cycles(
         kills=run.kills,
         kills_by_point=run.kills_by_point,
         restarts=run.restarts,
-        attempts_accepted=len(run.ledger.committed_attempts),
+        attempts_accepted=run.attempts_accepted,
         invariants_checked=run.invariants,
         faults_fired=run.faults_fired,
         replays=run.replays,
@@ -246,7 +283,41 @@ def run_crash_cycles(
         seconds_per_cycle=round(seconds / cycles, 3) if cycles else 0.0,
         fallback_kills=run.fallbacks,
         settles=run.settles,
+        epochs=run.epoch,
+        epoch_seconds_per_cycle=tuple(run.epoch_rates),
     )
+
+
+def _epoch_rate(run: _Run, cycle: int) -> float:
+    count = cycle - run.epoch_first_cycle
+    return round((time.monotonic() - run.epoch_started) / count, 3) if count else 0.0
+
+
+def _next_epoch(run: _Run, cycle: int) -> None:
+    """Start a fresh data directory after a settled epoch; counters carry over.
+
+    The ledger (generations, acceptances, fingerprints) describes one store, so
+    it starts empty with it; nothing is pending after a settle, so no request
+    crosses the boundary.
+    """
+    run.epoch_rates.append(_epoch_rate(run, cycle))
+    if len(run.violations) == run.epoch_violations:
+        shutil.rmtree(run.data_dir)
+    else:
+        run.data_dir.rename(run.workdir / f"data-epoch{run.epoch}")
+    run.accepted_before += len(run.ledger.committed_attempts)
+    run.ledger = Ledger()
+    run.last_generation = 0
+    run.sessions_ready.clear()
+    run.pending_keys.clear()
+    run.lost_keys.clear()
+    run.epoch += 1
+    run.epoch_first_cycle = cycle
+    run.epoch_started = time.monotonic()
+    run.epoch_violations = len(run.violations)
+    run.log.note("epoch", n=run.epoch, cycle=cycle)
+    run.log.sync()
+    run.say(f"crash: epoch {run.epoch} starts at cycle {cycle} on a fresh data directory")
 
 
 def shortfalls(cycles: int, kills_by_point: dict[str, int], replays: dict[str, int]) -> list[str]:
@@ -402,7 +473,7 @@ def _cycle(run: _Run, zygote: Zygote, cycle: int, kind: str, name: str) -> None:
     life.kill()
     for message in life.drain():
         _handle(run, life, calls, message)
-    _note_death(run, life)
+    _note_death(run, life, killed=kind == "random")
     run.kills += 1
     fired = _fired_points(run, life.pid)
     if kind == "random":
@@ -421,12 +492,18 @@ def _cycle(run: _Run, zygote: Zygote, cycle: int, kind: str, name: str) -> None:
     _after_death(run, calls, cycle)
 
 
-def _note_death(run: _Run, life: HostLife) -> None:
+def _note_death(run: _Run, life: HostLife, *, killed: bool = False) -> None:
+    """Record when a life's generation died; a life that never said hello is a
+    violation, unless ``killed`` before it could (a random delay shorter than its
+    start-up): a life says hello before it starts serving, so nothing can carry
+    its generation, and one that did would be reported as never granted."""
     known = run.ledger.lives.get(life.generation)
-    if known is None:
-        run.violations.append(f"host life {life.pid} never said hello")
-    else:
+    if known is not None:
         known.died = life.died
+    elif killed and life.generation == 0:
+        run.log.note("killed-before-hello", pid=life.pid)
+    else:
+        run.violations.append(f"host life {life.pid} never said hello")
 
 
 def _fired_points(run: _Run, pid: int) -> set[str]:

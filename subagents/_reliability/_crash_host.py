@@ -19,6 +19,12 @@ request is sent msgpack+base64, so the parent can replay it exactly after a
 kill). A send happens before the step it reports, so the parent knows about a
 step even when the kill lands right after it.
 
+With ``args.refusals`` the life also reports the owner's fenced writes
+(``heartbeat_attempt``, ``update_attempt_execution``, ``commit_terminal``):
+``wrote`` when one commits, ``refused`` (with the error's type and the
+``time.monotonic()`` of the refusal) when the store turns it down, so a parent
+can count the late writes of an owner it paused.
+
 ``CRASH_PAUSE="<method>:<nth>"`` freezes the life right after the nth commit
 of that store method, before the caller sees the response (it reports
 ``paused`` and blocks until the parent's SIGKILL): a lost response at a
@@ -43,6 +49,7 @@ import re
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -191,6 +198,42 @@ def _ident(method: str, request: Any) -> str:
     return str(request.attempt_id)
 
 
+FENCED_WRITES = ("heartbeat_attempt", "update_attempt_execution", "commit_terminal")
+"""The owner's lease-fenced writes a life reports with ``args.refusals``."""
+
+
+def _tap_refusals(store: Any, wire: _Wire) -> None:
+    """Report each fenced write of the owner: ``wrote`` or ``refused`` (error type)."""
+
+    def attempt_of(name: str, first: Any) -> str:
+        if name == "heartbeat_attempt":
+            return str(first)
+        if name == "commit_terminal":
+            return str(first.record.attempt_id)
+        return str(first.attempt_id)
+
+    def wrap(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        def tapped(first: Any, *args: Any, **kwargs: Any) -> Any:
+            ident = attempt_of(name, first)
+            try:
+                result = original(first, *args, **kwargs)
+            except StoreError as exc:
+                # CLOCK_MONOTONIC is system-wide: the parent can place the refusal
+                # before or after the moment it resumed this process.
+                wire.send(
+                    ev="refused", m=name, id=ident, kind=type(exc).__name__, t=time.monotonic()
+                )
+                raise
+            status = getattr(result, "execution_status", None)
+            wire.send(ev="wrote", m=name, id=ident, status=str(status))
+            return result
+
+        return tapped
+
+    for name in FENCED_WRITES:
+        setattr(store, name, wrap(name, getattr(store, name)))
+
+
 async def _life(args: dict[str, Any]) -> int:
     wire = _Wire(args["address"])
     rng = random.Random(args.get("seed", 0))
@@ -210,6 +253,8 @@ async def _life(args: dict[str, Any]) -> int:
         pause = (method, int(nth))
     if args.get("tap", True):
         _tap(opened.store, wire, pause)
+    if args.get("refusals", False):
+        _tap_refusals(opened.store, wire)
     service = HostService(
         parse_host_config(CONFIG.format(ttl=args.get("lease_ttl", 0.6)), providers=providers),
         store=opened.store,

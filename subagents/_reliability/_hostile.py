@@ -61,7 +61,7 @@ from .._host._config import HostConfigError, load_host_config, parse_host_config
 from .._host._eventlog import MemoryEventLog
 from .._host._http import build_app
 from .._host._jsonrpc import Connection, Dispatcher, ErrorCode
-from .._host._methods import METHODS
+from .._host._methods import ID_FIELDS, MAX_ID_BYTES, METHODS
 from .._host._service import MAX_INPUT_BYTES, MAX_STEERING_BYTES, HostService
 from .._models import (
     FunctionModel,
@@ -946,6 +946,8 @@ class FrameCase:
     code: int | None
     reason: str | None = None
     batch: tuple[int, ...] | None = None
+    path: str | None = None
+    """The expected ``error.data.path`` (the field the error names), when given."""
 
 
 def _frame(method: str, params: Any = None, *, request_id: Any = 1, **extra: Any) -> bytes:
@@ -992,6 +994,36 @@ def _method_cases() -> Iterator[FrameCase]:
         )
         yield FrameCase(f"{spec.name}-params-array", _frame(spec.name, [1]), PARAMS)
         yield FrameCase(f"{spec.name}-nul-suffix", _frame(spec.name + "\u0000", {}), UNKNOWN)
+
+
+_OVERLONG_IDS = {
+    "one-byte-over": "x" * (MAX_ID_BYTES + 1),
+    "multibyte-over": "\u00e9" * (MAX_ID_BYTES // 2 + 1),  # fewer characters than bytes
+    "over-lmdb-key-limit": "k" * 600,  # LMDB refuses keys over 511 bytes
+}
+
+
+def _overlong_id_cases() -> Iterator[FrameCase]:
+    """For every method and id-like param: the id one byte over :data:`MAX_ID_BYTES`,
+    over it in bytes but not in characters, and over LMDB's key limit; the other
+    params are valid, so the reply must name the id (``-32602``, on every store)."""
+    for spec in METHODS:
+        fields = msgspec.structs.fields(spec.params)
+        base: dict[str, Any] = {}
+        for info in fields:
+            if info.required:
+                base[info.name] = SEED_SESSION if info.name == "session_id" else "x"
+        for info in fields:
+            if info.name not in ID_FIELDS:
+                continue
+            for variant, value in _OVERLONG_IDS.items():
+                yield FrameCase(
+                    f"{spec.name}-{info.name}-{variant}",
+                    _frame(spec.name, {**base, info.name: value}),
+                    PARAMS,
+                    "invalid_params",
+                    path=f"params.{info.name}",
+                )
 
 
 _MALFORMED: tuple[FrameCase, ...] = (
@@ -1162,7 +1194,9 @@ _MALFORMED: tuple[FrameCase, ...] = (
     ),
 )
 
-FRAME_CASES: tuple[FrameCase, ...] = _MALFORMED + tuple(_method_cases())
+FRAME_CASES: tuple[FrameCase, ...] = (
+    _MALFORMED + tuple(_method_cases()) + tuple(_overlong_id_cases())
+)
 """Every hostile frame, sent on every transport (the stdio line framing skips the
 frames a line cannot carry: empty and multi-line ones)."""
 
@@ -1197,6 +1231,11 @@ def judge_reply(where: str, case: FrameCase, reply: Any) -> list[str]:
     if case.reason is not None and (error.get("data") or {}).get("reason") != case.reason:
         found.append(
             f"{where}: reason {(error.get('data') or {}).get('reason')!r}, expected {case.reason!r}"
+        )
+    if case.path is not None and (error.get("data") or {}).get("path") != case.path:
+        found.append(
+            f"{where}: error names {(error.get('data') or {}).get('path')!r}, "
+            f"expected {case.path!r}"
         )
     return found
 

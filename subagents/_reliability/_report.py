@@ -1,8 +1,9 @@
 """``subagents verify --report``: every reliability run in one report with its figures.
 
-The report gathers five sections, each a :class:`Section` of named figures and
+The report gathers six sections, each a :class:`Section` of named figures and
 violations: the property machines (run by the CLI, which alone may import
-``properties``, and handed in as rows), the clock-skew cases, the SIGKILL crash
+``properties``, and handed in as rows), the clock-skew cases, a real host
+process SIGSTOPped for twice its lease TTL, the SIGKILL crash
 cycles with the fault points they fired, the hostile-input corpus and the load
 run. The process exit status is 0 only when no section has a violation, and
 every section enforces its own minimums ("it really happened"): a run that
@@ -40,6 +41,7 @@ class Budget(msgspec.Struct, frozen=True, kw_only=True):
     crash_cycles: int
     load_sessions: int
     load_attempts: int
+    sigstop_rounds: int = 3
 
 
 BUDGETS: dict[str, Budget] = {
@@ -62,6 +64,7 @@ BUDGETS: dict[str, Budget] = {
         crash_cycles=10_000,
         load_sessions=64,
         load_attempts=100,
+        sigstop_rounds=30,
     ),
 }
 
@@ -210,6 +213,9 @@ def crash_section(report: Any) -> Section:
         name="crash runs",
         figures={
             "cycles": report.cycles,
+            "epochs": report.epochs,
+            "s per cycle": report.seconds_per_cycle,
+            "s per cycle, last epoch": (report.epoch_seconds_per_cycle or (0.0,))[-1],
             "kills": report.kills,
             "restarts": report.restarts,
             "attempts accepted": report.attempts_accepted,
@@ -220,6 +226,24 @@ def crash_section(report: Any) -> Section:
         seconds=report.seconds,
         columns=("point / path", "kills or times", "faults fired"),
         rows=tuple(rows),
+    )
+
+
+def sigstop_section(report: Any) -> Section:
+    """A real host process SIGSTOPped for twice its lease TTL, then resumed."""
+    return Section(
+        name="sigstop",
+        figures={
+            "rounds": report.rounds,
+            "lease ttl s": report.lease_ttl,
+            "paused s": report.paused_seconds_total,
+            "late writes refused": report.refused_writes,
+            "reconciled lost": report.reconciled,
+            "reconciled by a rival": report.rival_reconciles,
+            "invariants checked": report.invariants_checked,
+        },
+        violations=tuple(report.violations),
+        seconds=report.seconds,
     )
 
 
@@ -287,10 +311,18 @@ def run_sections(
 
 
 def harness_runners(budget: Budget, seed: int, workdir: Path) -> list[tuple[str, SectionRunner]]:
-    """The sections this package runs itself, keyed ``crash``, ``hostile``, ``load``."""
+    """The sections this package runs itself: ``sigstop``, ``crash``, ``hostile``, ``load``."""
     from ._crash import run_crash_cycles  # noqa: PLC0415 - each run loads only what it needs
     from ._hostile import run_hostile_corpus  # noqa: PLC0415
     from ._load import run_load  # noqa: PLC0415
+    from ._sigstop import run_sigstop_cases  # noqa: PLC0415
+
+    def sigstop() -> Section:
+        where = workdir / "sigstop"
+        where.mkdir(parents=True, exist_ok=True)
+        return sigstop_section(
+            run_sigstop_cases(seed=seed, workdir=where, rounds=budget.sigstop_rounds)
+        )
 
     def crash() -> Section:
         where = workdir / "crash"
@@ -314,7 +346,7 @@ def harness_runners(budget: Budget, seed: int, workdir: Path) -> list[tuple[str,
             )
         )
 
-    return [("crash", crash), ("hostile", hostile), ("load", load)]
+    return [("sigstop", sigstop), ("crash", crash), ("hostile", hostile), ("load", load)]
 
 
 # -- printing -----------------------------------------------------------------------------------

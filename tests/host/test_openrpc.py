@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from subagents._host import ERROR_CODES, METHOD_NAMES, OPENRPC_PATH, HostService
-from subagents._host._methods import METHODS
+from subagents._host._methods import ID_FIELDS, MAX_ID_BYTES, METHODS
 from subagents._host._openrpc import build_openrpc, params_schema
 
 DOC = json.loads(OPENRPC_PATH.read_text(encoding="utf-8"))
@@ -84,3 +84,18 @@ def test_trusted_operations_are_not_in_the_table() -> None:
     names = set(METHOD_NAMES)
     assert not any(name.startswith("attempt") for name in names)
     assert "run.cancel" not in names
+
+
+def test_every_id_param_is_documented_with_its_byte_limit() -> None:
+    seen = set()
+    for method in DOC["methods"]:
+        for param in method["params"]:
+            if param["name"] not in ID_FIELDS:
+                continue
+            seen.add(param["name"])
+            schema = param["schema"]
+            options = schema.get("anyOf", [schema])
+            text = next(o for o in options if o.get("type") == "string")
+            assert text["maxLength"] == MAX_ID_BYTES, (method["name"], param["name"])
+            assert f"at most {MAX_ID_BYTES} UTF-8 bytes" in text["description"]
+    assert seen == ID_FIELDS

@@ -6,8 +6,11 @@ store doctored behind the oracle's back must be reported.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import msgspec
 import pytest
@@ -17,11 +20,21 @@ from subagents._reliability._crash import (
     FAULT_POINTS,
     REPLAYS,
     CrashReport,
+    _note_death,
+    _Run,
     minimums,
     run_crash_cycles,
     shortfalls,
 )
-from subagents._reliability._oracle import Ledger, Life, Snapshot, check_snapshot, take_snapshot
+from subagents._reliability._lives import HostLife
+from subagents._reliability._oracle import (
+    Ledger,
+    Life,
+    OracleLog,
+    Snapshot,
+    check_snapshot,
+    take_snapshot,
+)
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -140,3 +153,42 @@ def test_a_doctored_store_is_reported(
     expected = doctor(snapshot, ledger)
     violations = check_snapshot(snapshot, ledger).violations
     assert any(expected in v for v in violations), violations
+
+
+def test_a_run_over_several_epochs_starts_fresh_data_and_keeps_its_counters(
+    tmp_path: Path,
+) -> None:
+    report = run_crash_cycles(
+        cycles=8,
+        seed=5,
+        workdir=tmp_path,
+        epoch_cycles=3,
+        kinds=("pause:admit_run", "random-delay", "store.after_commit"),
+    )
+    assert report.violations == ()
+    assert report.epochs == 3
+    assert len(report.epoch_seconds_per_cycle) == 3
+    assert report.kills == 8
+    assert report.settles == 3  # two epoch boundaries and the end
+    assert report.attempts_accepted > 0
+    assert not list(tmp_path.glob("data-epoch*"))  # clean epochs leave nothing behind
+
+
+def test_a_life_killed_before_its_hello_is_no_violation_but_a_silent_one_is(
+    tmp_path: Path,
+) -> None:
+    run = _Run(
+        workdir=tmp_path,
+        seed=0,
+        progress=None,
+        rng=random.Random(0),
+        log=OracleLog(tmp_path / "oracle.log"),
+    )
+    early = cast(HostLife, SimpleNamespace(generation=0, pid=41, died=1.0))
+    try:
+        _note_death(run, early, killed=True)
+        assert run.violations == []
+        _note_death(run, early)
+        assert run.violations == ["host life 41 never said hello"]
+    finally:
+        run.log.close()

@@ -11,6 +11,7 @@ from pathlib import Path
 import msgspec
 from rich.console import Console
 
+from subagents._cli import _REPORT_SECTIONS
 from subagents._reliability import _report as rep
 
 CI = rep.BUDGETS["ci"]
@@ -124,7 +125,8 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_cli_refuses_to_skip_every_section() -> None:
-    skips = [a for s in ("properties", "clock", "crash", "hostile", "load") for a in ("--skip", s)]
+    sections = ("properties", "clock", "sigstop", "crash", "hostile", "load")
+    skips = [a for s in sections for a in ("--skip", s)]
     proc = _cli(*skips)
     assert proc.returncode == 2
     assert "every section is skipped" in proc.stderr
@@ -134,3 +136,10 @@ def test_the_cli_refuses_a_store_with_report() -> None:
     proc = _cli("--store", "memory")
     assert proc.returncode == 2
     assert "--report runs every machine" in proc.stderr
+
+
+def test_every_harness_section_can_be_skipped_by_name(tmp_path: Path) -> None:
+    names = [name for name, _ in rep.harness_runners(CI, 0, tmp_path)]
+    assert names == ["sigstop", "crash", "hostile", "load"]
+    assert set(names) <= set(_REPORT_SECTIONS)
+    assert CI.sigstop_rounds >= 3
