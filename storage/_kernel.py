@@ -47,8 +47,9 @@ namespace-wide ranges of their own, apart from the per-session ``T`` entries
 only active work however much history the namespace retains; inside each
 range a session's entries are adjacent (``G`` namespace, session_id is a
 prefix). The price: a terminal commit (``G`` to ``R``) and an acknowledge
-(drop ``C``, flip ``R``) each dirty two index leaves where a small session's
-moves once shared one. The ``G`` entries are at once the
+(drop ``C``, flip ``R``) can dirty two index leaves (one in the ``G`` or ``C``
+range, one among the session's ``T`` entries) where a small session's entries
+could share one. The ``G`` entries are at once the
 one-active-attempt-per-agent rule and the index of non-terminal attempts.
 
 Cost of maintenance: reconcile and ``list_active_attempts`` read the
