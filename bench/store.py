@@ -15,6 +15,10 @@ In one run, on one temporary directory (so one disk), it measures:
 - the reconcile ratio: the time of one reconcile with 100,000 terminal + 100
   active attempts in the namespace divided by the time with 1,000 terminal +
   100 active (target <= 2: reconcile cost follows active work, not history).
+  Every attempt, terminal or active, sits in a session of
+  :data:`ATTEMPTS_PER_SESSION` (the supervisor's default
+  ``max_active_attempts``), so the history is spread over many sessions as it
+  is in use (12,500 sessions of history in the large case), not piled into one.
   The active attempts hold unexpired leases, so reconcile visits every one of
   them and changes none (the steady state of a healthy host); the history is
   built with ``sync=False`` and measured after reopening with ``sync=True``.
@@ -55,6 +59,9 @@ SESSION = "bench-session"
 PARENT_RUN = "bench-parent-run"
 HOST = "bench-host"
 MAP_SIZE = 1 << 30
+ATTEMPTS_PER_SESSION = 8
+"""Attempts per session in the reconcile history (the supervisor's default
+``max_active_attempts``); the per-operation figures use the one :data:`SESSION`."""
 
 
 def _repo_on_path() -> None:
@@ -103,13 +110,13 @@ class Records:
     def __init__(self, clock: Any) -> None:
         self.clock = clock
 
-    def session(self) -> Any:
+    def session(self, session_id: str = SESSION) -> Any:
         from storage import SessionRecord
 
         now = self.clock.now()
-        return SessionRecord(session_id=SESSION, namespace_id=NS, created_at=now, updated_at=now)
+        return SessionRecord(session_id=session_id, namespace_id=NS, created_at=now, updated_at=now)
 
-    def acceptance(self, n: int, ttl: float = 3600.0) -> Any:
+    def acceptance(self, n: int, ttl: float = 3600.0, session_id: str = SESSION) -> Any:
         from storage import AttemptRecord, OwnerLease
 
         now = self.clock.now()
@@ -118,7 +125,7 @@ class Records:
             agent_id=f"bench-bg-{n:08x}",
             subagent_name="bench",
             namespace_id=NS,
-            parent_session_id=SESSION,
+            parent_session_id=session_id,
             parent_run_id=PARENT_RUN,
             owner_lease=OwnerLease(
                 host_instance_id=HOST,
@@ -173,16 +180,16 @@ class Records:
         )
 
 
-def _setup_session(store: Any, clock: Any) -> None:
+def _setup_session(store: Any, clock: Any, session_id: str = SESSION) -> None:
     from statemachines import RunStatus
     from storage import AdmissionLease, InputPart, RunRecord
 
     records = Records(clock)
-    store.create_session(records.session())
+    store.create_session(records.session(session_id))
     now = clock.now()
     store.admit_run(
         RunRecord(
-            session_id=SESSION,
+            session_id=session_id,
             run_id=PARENT_RUN,
             created_at=now,
             updated_at=now,
@@ -196,7 +203,7 @@ def _setup_session(store: Any, clock: Any) -> None:
         )
     )
     for status in (RunStatus.RUNNING, RunStatus.COMPLETED):
-        store.transition_run(SESSION, PARENT_RUN, status, admission_id="bench-admission")
+        store.transition_run(session_id, PARENT_RUN, status, admission_id="bench-admission")
 
 
 class _Written:
@@ -399,21 +406,34 @@ def _concurrent_heartbeats(
     }
 
 
+def _sessions_of(attempts: int) -> int:
+    """Sessions holding ``attempts`` attempts, :data:`ATTEMPTS_PER_SESSION` to a session."""
+    return -(-attempts // ATTEMPTS_PER_SESSION)
+
+
 def _build_history(directory: Path, terminal: int, active: int) -> None:
-    """``terminal`` failed-terminal attempts and ``active`` live ones, unsynced (set-up only)."""
+    """``terminal`` failed-terminal attempts and ``active`` live ones, unsynced
+    (set-up only), attempt ``n`` in session ``n // ATTEMPTS_PER_SESSION``."""
     from storage import LmdbSessionStore, ManualClock
 
     clock = ManualClock(start=1_700_000_000.0)
     records = Records(clock)
     store = LmdbSessionStore(directory, clock=clock, sync=False, map_size=MAP_SIZE)
+
+    def session_of(n: int) -> str:
+        session_id = f"{SESSION}-{n // ATTEMPTS_PER_SESSION:06d}"
+        if n % ATTEMPTS_PER_SESSION == 0:
+            _setup_session(store, clock, session_id)
+        return session_id
+
     try:
-        _setup_session(store, clock)
         for n in range(terminal):
             # accepted -> failed is one allowed transition: the cheapest real history.
-            record = store.accept_attempt(records.acceptance(n))
+            record = store.accept_attempt(records.acceptance(n, session_id=session_of(n)))
             store.commit_terminal(records.terminal(record, "failed"))
         for n in range(terminal, terminal + active):
-            store.accept_attempt(records.acceptance(n, ttl=10 * 365 * 86_400.0))
+            ttl = 10 * 365 * 86_400.0
+            store.accept_attempt(records.acceptance(n, ttl=ttl, session_id=session_of(n)))
     finally:
         store.close()
 
@@ -466,6 +486,9 @@ def run(quick: bool) -> dict[str, Any]:
             "small_history_terminal": small,
             "large_history_terminal": large,
             "active": active,
+            "attempts_per_session": ATTEMPTS_PER_SESSION,
+            "small_sessions": _sessions_of(small + active),
+            "large_sessions": _sessions_of(large + active),
             "small_seconds": reconcile_small,
             "large_seconds": reconcile_large,
             "ratio": ratio,
@@ -508,6 +531,8 @@ def render(result: dict[str, Any]) -> str:
     rec = result["reconcile"]
     lines += [
         "",
+        f"reconcile history: {rec['attempts_per_session']} attempts per session "
+        f"(small {rec['small_sessions']:,} sessions, large {rec['large_sessions']:,})",
         f"reconcile, {rec['active']} active + {rec['small_history_terminal']:,} terminal: "
         f"{rec['small_seconds'] * 1e3:.3f} ms",
         f"reconcile, {rec['active']} active + {rec['large_history_terminal']:,} terminal: "

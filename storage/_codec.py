@@ -171,17 +171,22 @@ _SEQ = struct.Struct(">Q")
 # Index kinds start with NUL, which no id may contain: records keep the plain id
 # as their key and every index entry sorts before every record.
 INDEX = b"\x00"
+LIVE = INDEX + b"G"
+"""``G ns\\0session\\0agent_id -> attempt_id``: the one non-terminal attempt of
+an agent. Namespace-wide (not under ``T``), so the namespace's live attempts
+are one contiguous range whose size follows the active attempts only; a
+session's own entries are the sub-range ``G ns\\0session\\0``."""
+CLAIM = INDEX + b"C"
+"""``C ns\\0session\\0attempt_id -> time_key(deadline)``: a claimed result.
+Namespace-wide like :data:`LIVE`, so reconcile reads the claims alone."""
 TRACK = INDEX + b"T"
-"""``T ns\\0session\\0`` + kind + id: one session's live attempts, claims and
-retained results, adjacent so the usual moves of one attempt dirty few pages
-(in a small session, one). Kinds:
+"""``T ns\\0session\\0`` + kind + id: one session's terminal results, adjacent
+so the moves of one result dirty few pages. Kinds:
 
-- ``G`` + agent_id -> attempt_id: the one non-terminal attempt of an agent;
-- ``C`` + attempt_id -> time_key(deadline): claimed;
 - ``R`` + time_key(retention deadline) + attempt_id -> :data:`UNDELIVERED` or
   :data:`DELIVERED`: a terminal result whose retention has not expired, in
   deadline order, flagged while it is not yet delivered. A terminal commit
-  moves ``G`` to ``R``; acknowledging only flips the flag;
+  moves the :data:`LIVE` entry to ``R``; acknowledging only flips the flag;
 - ``P`` + attempt_id -> ``b""``: a terminal result not yet delivered that has
   no ``R`` entry (its retention expired, or it has no deadline)."""
 UNDELIVERED = b"P"
@@ -228,11 +233,25 @@ def track_prefix(namespace_id: str, session_id: str | None = None) -> bytes:
 
 
 def agent_key(namespace_id: str, session_id: str, agent_id: str) -> bytes:
-    return track_prefix(namespace_id, session_id) + b"G" + agent_id.encode("utf-8")
+    """The :data:`LIVE` entry of an agent."""
+    return ikey(LIVE, namespace_id, session_id, agent_id)
 
 
 def claim_key(namespace_id: str, session_id: str, attempt_id: str) -> bytes:
-    return track_prefix(namespace_id, session_id) + b"C" + attempt_id.encode("utf-8")
+    """The :data:`CLAIM` entry of a claimed result."""
+    return ikey(CLAIM, namespace_id, session_id, attempt_id)
+
+
+def live_prefix(namespace_id: str, session_id: str | None = None) -> bytes:
+    """Prefix of a namespace's (or one session's) :data:`LIVE` entries."""
+    if session_id is None:
+        return iprefix(LIVE, namespace_id)
+    return iprefix(LIVE, namespace_id, session_id)
+
+
+def claim_prefix(namespace_id: str) -> bytes:
+    """Prefix of a namespace's :data:`CLAIM` entries."""
+    return iprefix(CLAIM, namespace_id)
 
 
 def pending_key(namespace_id: str, session_id: str, attempt_id: str) -> bytes:

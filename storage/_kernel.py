@@ -21,8 +21,8 @@ runs          ``S`` session_id, 8-byte sequence_no             run_id
 runs          ``H`` session_id                                 RunHead (latest run)
 receipts      session_id, idempotency key                      RunAdmissionReceipt
 attempts      attempt_id                                       AttemptRecord
-index         ``T`` namespace, session_id, ``G`` agent_id      attempt_id (non-terminal)
-index         ``T`` namespace, session_id, ``C`` attempt_id    claim deadline
+index         ``G`` namespace, session_id, agent_id            attempt_id (non-terminal)
+index         ``C`` namespace, session_id, attempt_id          claim deadline
 index         ``T`` namespace, session_id, ``R`` deadline,     ``P`` (undelivered) or
               attempt_id                                       ``b""`` (delivered)
 index         ``T`` namespace, session_id, ``P`` attempt_id    ``b""`` (undelivered,
@@ -38,29 +38,37 @@ fsync, so an operation should dirty as few pages as it can. The attempt indexes
 have their own table: the ``attempts`` tree grows with every record ever
 accepted (large values, a deep tree), the index tree only with live and
 retained entries (small values), so an index change copies a short path
-instead of a branch of the deep tree. One session's ``T`` entries are adjacent,
-and a terminal result has *one* index entry while its retention runs, its
-``R`` entry, flagged while undelivered: accept adds ``G``; terminal drops ``G``
-and adds ``R``; claim adds ``C``; acknowledge drops ``C`` and flips the ``R``
-flag. In a small session all of those sit on one index page. The ``G`` entries
-are at once the one-active-attempt-per-agent rule and the index of
-non-terminal attempts.
+instead of a branch of the deep tree. A terminal result has *one* index entry
+while its retention runs, its ``R`` entry, flagged while undelivered: accept
+adds ``G``; terminal drops ``G`` and adds ``R``; claim adds ``C``; acknowledge
+drops ``C`` and flips the ``R`` flag. The ``G`` and ``C`` entries live in two
+namespace-wide ranges of their own, apart from the per-session ``T`` entries
+(``R`` and ``P``), so the range of live attempts and the range of claims hold
+only active work however much history the namespace retains; inside each
+range a session's entries are adjacent (``G`` namespace, session_id is a
+prefix). The price: a terminal commit (``G`` to ``R``) and an acknowledge
+(drop ``C``, flip ``R``) can dirty two index leaves (one in the ``G`` or ``C``
+range, one among the session's ``T`` entries) where a small session's entries
+could share one. The ``G`` entries are at once the
+one-active-attempt-per-agent rule and the index of non-terminal attempts.
 
-Cost of maintenance: reconcile walks the namespace session by session, reading
-only ``G`` and ``C`` entries and seeking past ``R`` and ``P`` ones, so it
-follows the active attempts and claims (plus the sessions holding tracked
-entries), never the history of results; retention expiry walks the sessions
-too and reads each one's ``R`` entries only up to now (deadline order), so it
-follows the sessions plus the due results; listing pending results reads the
-``R`` and ``P`` entries of the session (or namespace) asked for, i.e. its
-retained results; the aggregate artifact quota reads ``Q`` entries from now on
-(unexpired artifacts only).
+Cost of maintenance: reconcile and ``list_active_attempts`` read the
+namespace's ``G`` and ``C`` ranges only, so they follow the active attempts
+and claims, never the history of results nor the number of sessions holding
+it. Retention expiry still walks the namespace session by session (seeking
+from one session's ``T`` entries to the next) and reads each one's ``R``
+entries only up to now (deadline order), so it follows the sessions holding
+retained or pending results plus the due results. Listing pending results
+reads the ``R`` and ``P`` entries of the session (or namespace) asked for,
+i.e. its retained results; the aggregate artifact quota reads ``Q`` entries
+from now on (unexpired artifacts only).
 
 Schema: the ``meta`` marker holds :data:`STORE_SCHEMA_VERSION`, the version of
 this layout (record formats carry their own ``schema_version``). Opening a
-store of layout 1 (every index in ``attempts``, a namespace-wide ``R`` index
-and a ``P`` entry for every undelivered result) migrates it in one write
-transaction; a newer layout is refused with :class:`CorruptRecord`.
+store of layout 1 (every index in ``attempts``, ``G`` and ``C`` entries
+under their session's ``T`` prefix, a namespace-wide ``R`` index and a ``P``
+entry for every undelivered result) migrates it in one write transaction; a
+newer layout is refused with :class:`CorruptRecord`.
 """
 
 from __future__ import annotations
@@ -144,9 +152,10 @@ _IX = "index"
 
 STORE_SCHEMA_VERSION = 2
 """Version of the kernel's table layout, kept in ``meta``. 1: the attempt
-indexes in ``attempts``, retained results in one namespace-wide ``R`` index
-beside a ``P`` entry per undelivered result. 2: the ``index`` table and
-session-local, flagged ``R`` entries (see the module docstring)."""
+indexes in ``attempts``, live attempts and claims under their session's ``T``
+prefix, retained results in one namespace-wide ``R`` index beside a ``P`` entry
+per undelivered result. 2: the ``index`` table, namespace-wide ``G`` and ``C``
+ranges and session-local, flagged ``R`` entries (see the module docstring)."""
 
 HOST_PROCESS_LOST = "host_process_lost"
 """``failure_category`` of an attempt whose owner lease expired before a terminal commit."""
@@ -299,8 +308,10 @@ class KernelStore(SessionStore):
 
     def _migrate_from_1(self, txn: Txn) -> None:
         """Layout 1 to 2: move every index entry from ``attempts`` to ``index``;
-        a namespace-wide ``R`` entry becomes its session's flagged ``R`` entry,
-        which replaces the ``P`` entry of an undelivered result."""
+        a session's ``T`` ... ``G`` / ``C`` entry moves to the namespace-wide
+        ``G`` / ``C`` range; a namespace-wide ``R`` entry becomes its session's
+        flagged ``R`` entry, which replaces the ``P`` entry of an undelivered
+        result."""
         entries = list(txn.scan("attempts", codec.INDEX))
         retained: list[str] = []
         for k, value in entries:
@@ -308,6 +319,8 @@ class KernelStore(SessionStore):
             if k.startswith(_V1_RETAIN):
                 # ``R ns\0 time_key(deadline) \0 attempt_id``: the id follows the deadline.
                 retained.append(k[k.index(codec.SEP, 2) + 10 :].decode("utf-8"))
+            elif k.startswith(codec.TRACK):
+                txn.put(_IX, _from_layout_1_track(k), value)
             else:
                 txn.put(_IX, k, value)
         for attempt_id in retained:
@@ -588,7 +601,7 @@ class KernelStore(SessionStore):
                 raise NotFound("no such session", session_id=session_id)
             if session.status == SessionStatus.DELETING:
                 return session
-            agents = codec.track_prefix(session.namespace_id, session_id) + b"G"
+            agents = codec.live_prefix(session.namespace_id, session_id)
             for _, raw_id in txn.scan(_IX, agents):
                 attempt_id = raw_id.decode("utf-8")
                 record = self._attempt(txn, attempt_id)
@@ -1086,7 +1099,7 @@ class KernelStore(SessionStore):
 
     def list_active_attempts(self, namespace_id: str) -> list[AttemptRecord]:
         def fn(txn: Txn) -> list[AttemptRecord]:
-            ids = [aid for _, aid, _ in _tracked(txn, namespace_id, b"G")]
+            ids = [raw.decode("utf-8") for _, raw in txn.scan(_IX, codec.live_prefix(namespace_id))]
             return [self._attempt(txn, aid) for aid in ids]
 
         return self.backend.read(fn)
@@ -1414,11 +1427,12 @@ class KernelStore(SessionStore):
             # Collect first, then write: no write while a scan is open.
             active: list[str] = []
             expired_claims: list[str] = []
-            for kind, aid, value in _tracked(txn, namespace_id, b"G", b"C"):
-                if kind == b"G":
-                    active.append(aid)
-                elif value <= now_key:
-                    expired_claims.append(aid)
+            # Only the namespace's G and C ranges: active work, never history.
+            for _, raw_id in txn.scan(_IX, codec.live_prefix(namespace_id)):
+                active.append(raw_id.decode("utf-8"))
+            for k, deadline_key in txn.scan(_IX, codec.claim_prefix(namespace_id)):
+                if deadline_key <= now_key:
+                    expired_claims.append(k[k.rindex(codec.SEP) + 1 :].decode("utf-8"))
             for attempt_id in active:
                 record = self._attempt(txn, attempt_id)
                 if record.owner_lease.lease_expires_at > now:
@@ -1543,19 +1557,17 @@ class KernelStore(SessionStore):
 # -- validation (pure) ---------------------------------------------------------------------
 
 
-def _tracked(txn: Txn, namespace_id: str, *kinds: bytes) -> list[tuple[bytes, str, bytes]]:
-    """``(kind, id, value)`` of every tracked entry of ``kinds`` in a namespace.
-
-    Walks the namespace session by session, reading only each session's entries
-    of ``kinds`` and seeking past the rest, so the cost follows the sessions with
-    tracked entries plus the matching entries (not, say, every retained result
-    when only live attempts are wanted). For ``G`` the id is the attempt id (the
-    value), otherwise the id in the key (after the deadline for ``R``).
-    """
-    out: list[tuple[bytes, str, bytes]] = []
-    for session in _sessions(txn, namespace_id):
-        out.extend(_session_entries(txn, session, *kinds))
-    return out
+def _from_layout_1_track(k: bytes) -> bytes:
+    """The layout-2 key of a layout-1 ``T ns\\0session\\0`` + kind + id entry:
+    ``G`` and ``C`` move to their namespace-wide ranges, ``R`` and ``P`` stay."""
+    ns_end = k.index(codec.SEP, len(codec.TRACK))
+    session_end = k.index(codec.SEP, ns_end + 1)
+    kind = k[session_end + 1 : session_end + 2]
+    if kind == b"G":
+        return codec.LIVE + k[len(codec.TRACK) : session_end + 1] + k[session_end + 2 :]
+    if kind == b"C":
+        return codec.CLAIM + k[len(codec.TRACK) : session_end + 1] + k[session_end + 2 :]
+    return k
 
 
 def _retain_key(record: AttemptRecord) -> bytes | None:
@@ -1577,7 +1589,8 @@ def _due(
 
     Each session's ``R`` entries are in deadline order, so per session only the
     due ones (at most ``limit``) are read; the cost follows the sessions with
-    tracked entries plus the due entries, never the results still retained.
+    ``T`` entries (retained or pending results) plus the due entries, never the
+    results still retained.
     """
     now_key = codec.time_key(now)
     due: list[tuple[bytes, bytes, str, bytes]] = []
@@ -1594,7 +1607,7 @@ def _due(
 
 
 def _sessions(txn: Txn, namespace_id: str) -> Iterator[bytes]:
-    """The ``T`` prefix of every session of a namespace holding tracked entries,
+    """The ``T`` prefix of every session of a namespace holding ``R`` or ``P`` entries,
     seeking from one session to the next (never reading a session's entries)."""
     base = codec.track_prefix(namespace_id)
     start = base
@@ -1611,13 +1624,14 @@ def _sessions(txn: Txn, namespace_id: str) -> Iterator[bytes]:
 
 
 def _session_entries(txn: Txn, session: bytes, *kinds: bytes) -> list[tuple[bytes, str, bytes]]:
-    """``(kind, id, value)`` of one session's entries of ``kinds`` (see :func:`_tracked`)."""
+    """``(kind, id, value)`` of one session's ``T`` entries of ``kinds`` (``R``
+    or ``P``), reading only those regions; the id follows the deadline for ``R``."""
     out: list[tuple[bytes, str, bytes]] = []
     for kind in kinds:
         region = session + kind
         skip = len(region) + (8 if kind == b"R" else 0)
         for k, value in txn.scan(_IX, region):
-            ident = value if kind == b"G" else k[skip:]
+            ident = k[skip:]
             out.append((kind, ident.decode("utf-8"), value))
     return out
 

@@ -38,6 +38,12 @@ def test_the_store_bench_prints_every_operation_and_the_reconcile_ratio_as_json(
     assert reconcile["target_ratio_max"] == 2.0
     assert reconcile["large_history_terminal"] > reconcile["small_history_terminal"]
     assert reconcile["ratio"] > 0
+    # The history is spread over sessions of 8 attempts, not piled into one.
+    assert reconcile["attempts_per_session"] == 8
+    per = reconcile["attempts_per_session"]
+    for size in ("small", "large"):
+        attempts = reconcile[f"{size}_history_terminal"] + reconcile["active"]
+        assert reconcile[f"{size}_sessions"] == -(-attempts // per)
 
 
 def test_the_store_bench_prints_a_table_for_people() -> None:
@@ -52,4 +58,5 @@ def test_the_store_bench_prints_a_table_for_people() -> None:
     for name in OPERATIONS:
         assert name in done.stdout
     assert "reconcile ratio" in done.stdout
+    assert "8 attempts per session" in done.stdout
     assert "pages/commit" in done.stdout

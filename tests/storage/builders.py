@@ -353,8 +353,10 @@ def mixed_attempt_states(store: SessionStore, clock: ManualClock) -> None:
 
 def as_layout_1(backend: storage.Backend) -> None:
     """Rewrite a store's tables into layout 1 (schema marker 1): every index
-    entry in ``attempts``, a namespace-wide ``R`` index (``R ns\\0 deadline
-    \\0 attempt_id``) and a ``P`` entry for every undelivered result."""
+    entry in ``attempts``, live attempts and claims under their session's
+    ``T`` prefix (``T ns\\0 session\\0 G agent_id``, ``... C attempt_id``), a
+    namespace-wide ``R`` index (``R ns\\0 deadline \\0 attempt_id``) and a
+    ``P`` entry for every undelivered result."""
 
     def fn(txn: storage.Txn) -> None:
         entries = list(txn.scan("index"))
@@ -362,7 +364,14 @@ def as_layout_1(backend: storage.Backend) -> None:
             txn.delete("index", k)
             ns_end = k.find(b"\x00", 2)
             session_end = k.find(b"\x00", ns_end + 1)
-            if k.startswith(b"\x00T") and k[session_end + 1 : session_end + 2] == b"R":
+            if k[:2] in (b"\x00G", b"\x00C"):
+                # ``G ns\0 session\0 agent_id`` -> ``T ns\0 session\0 G agent_id``.
+                txn.put(
+                    "attempts",
+                    b"\x00T" + k[2 : session_end + 1] + k[1:2] + k[session_end + 1 :],
+                    value,
+                )
+            elif k.startswith(b"\x00T") and k[session_end + 1 : session_end + 2] == b"R":
                 ns = k[2:ns_end]
                 deadline = k[session_end + 2 : session_end + 10]
                 attempt_id = k[session_end + 10 :]

@@ -7,6 +7,9 @@ failed operation writes nothing.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from types import SimpleNamespace
+
 import msgspec
 import pytest
 from builders import (
@@ -58,6 +61,7 @@ from storage import (
 )
 from storage import _codec as codec
 from storage._kernel import STORE_SCHEMA_VERSION
+from storage._memory import MemoryBackend
 
 replace = msgspec.structs.replace
 LIMITS = ArtifactLimits(max_single_bytes=100, max_retained_bytes=150)
@@ -436,8 +440,13 @@ def test_a_layout_1_store_is_migrated_when_opened_and_keeps_every_index(
     mixed_attempt_states(store, clock)
     expected = tables(store)
     assert any(k.startswith(codec.TRACK) for k, _ in expected["index"])
+    assert any(k.startswith(codec.live_prefix(NS, SESSION)) for k, _ in expected["index"])
+    assert any(k.startswith(codec.claim_prefix(NS)) for k, _ in expected["index"])
     as_layout_1(store.backend)
     assert tables(store)["index"] == []
+    # Layout 1 kept live attempts and claims under their session's T prefix.
+    old = [k for k, _ in tables(store)["attempts"] if k.startswith(codec.track_prefix(NS, SESSION))]
+    assert {k[len(codec.track_prefix(NS, SESSION))] for k in old} == {ord("G"), ord("C"), ord("P")}
     migrated = KernelStore(store.backend, clock=clock)
     assert tables(migrated) == expected
     assert expected["meta"] == [(b"schema_version", (2).to_bytes(8, "big"))]
@@ -870,6 +879,79 @@ def test_listings_and_reconcile_walk_every_session_of_the_namespace(
         lost.attempt_id,
     ]
     assert [r.attempt_id for r in store.list_active_attempts("ns-other")] == ["subattempt_o"]
+
+
+class _IndexReads:
+    """A memory backend recording every ``index`` key its scans yield."""
+
+    def __init__(self) -> None:
+        self.inner = MemoryBackend(KernelStore.TABLES)
+        self.tables = self.inner.tables
+        self.seen: list[bytes] = []
+
+    def _scan(self, txn: storage.Txn) -> Callable[..., Iterator[tuple[bytes, bytes]]]:
+        def scan(
+            table: str, prefix: bytes = b"", start: bytes | None = None
+        ) -> Iterator[tuple[bytes, bytes]]:
+            for k, value in txn.scan(table, prefix, start):
+                if table == "index":
+                    self.seen.append(k)
+                yield k, value
+
+        return scan
+
+    def _recorded(self, fn: Callable[[storage.Txn], object]) -> Callable[[storage.Txn], object]:
+        def run(txn: storage.Txn) -> object:
+            view = SimpleNamespace(
+                get=txn.get, put=txn.put, delete=txn.delete, scan=self._scan(txn)
+            )
+            return fn(view)  # type: ignore[arg-type]
+
+        return run
+
+    def read(self, fn: Callable[[storage.Txn], object]) -> object:
+        return self.inner.read(self._recorded(fn))
+
+    def write(self, fn: Callable[[storage.Txn], object]) -> object:
+        return self.inner.write(self._recorded(fn))
+
+    def drain(self) -> None:
+        self.inner.drain()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_reconcile_and_active_listing_read_only_live_attempts_and_claims(
+    clock: ManualClock,
+) -> None:
+    backend = _IndexReads()
+    store = KernelStore(backend, clock=clock, retention_seconds=3600.0)  # type: ignore[arg-type]
+    # History spread over many sessions: each holds only retained results.
+    for n in range(6):
+        setup_session(store, clock, f"session-h{n}", f"parent-h{n}")
+        for m in range(2):
+            record = store.accept_attempt(
+                acceptance(
+                    clock,
+                    f"subattempt_h{n}_{m}",
+                    f"ag-h{m}",
+                    session_id=f"session-h{n}",
+                    parent_run_id=f"parent-h{n}",
+                )
+            )
+            store.commit_terminal(terminal(drive(store, record, clock), clock))
+    setup_session(store, clock)
+    live = store.accept_attempt(acceptance(clock, "subattempt_live", "ag-live"))
+    claimed = _terminal_record(store, clock, attempt_id="subattempt_c", agent_id="ag-c")
+    store.claim_delivery(claimed.attempt_id, _claim("c", clock))
+    backend.seen.clear()
+
+    assert [r.attempt_id for r in store.list_active_attempts(NS)] == [live.attempt_id]
+    assert store.reconcile(NS) == []
+    assert backend.seen
+    assert all(k.startswith((codec.live_prefix(NS), codec.claim_prefix(NS))) for k in backend.seen)
+    assert backend.seen.count(codec.claim_key(NS, SESSION, claimed.attempt_id)) == 1
 
 
 def test_reconcile_never_reads_delivered_history(
