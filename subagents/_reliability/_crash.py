@@ -39,6 +39,7 @@ from typing import Any
 import msgspec
 
 from storage import (
+    FAULT_POINTS,
     AcquireContinuation,
     AttemptRecord,
     LmdbSessionStore,
@@ -49,17 +50,6 @@ from storage import (
 from ._crash_host import decode_request
 from ._lives import HostLife, LifeFailed, Zygote
 from ._oracle import Ledger, Life, OracleLog, check_snapshot, take_snapshot
-
-FAULT_POINTS = (
-    "store.before_commit",
-    "store.after_commit",
-    "store.after_commit_before_response",
-    "actor.mid_heartbeat",
-    "actor.after_terminal_commit_before_callback",
-    "delivery.after_continuation_admitted_before_ack",
-    "actor.inside_finalizer",
-)
-"""The named fault points (the same names as ``storage.FAULT_POINTS``)."""
 
 RANDOM_DELAY = "random-delay"
 PAUSES = ("admit_run", "accept_attempt", "acquire_continuation")

@@ -17,11 +17,9 @@ from subagents._host._eventlog import MemoryEventLog
 
 @pytest.fixture(autouse=True)
 def clean_registry() -> Iterator[None]:
-    storage.disarm_all()
-    storage.reset_fault_counts()
+    storage.reset_faults()
     yield
-    storage.disarm_all()
-    storage.reset_fault_counts()
+    storage.reset_faults()
 
 
 def make_service() -> HostService:
