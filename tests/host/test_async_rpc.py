@@ -19,22 +19,12 @@ from subagents import (
 )
 from subagents._host import HostService, parse_host_config
 from subagents._host._eventlog import MemoryEventLog
+from subagents._reliability._scripted import planner_config
 
 pytestmark = pytest.mark.timeout(60)
 TIMEOUT = 20.0
 
-CONFIG = """
-[profiles.default]
-model_id = "planner:x"
-subagents = ["research"]
-
-[profiles.research]
-model_id = "slow:x"
-
-[subagents.research]
-profile = "research"
-description = "Collect facts"
-"""
+CONFIG = planner_config("slow:x")
 
 
 @pytest.fixture

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from host_helpers import ASYNC_CONFIG, REPO, SCRIPTED, cli_env
+from host_helpers import REPO, SCRIPTED, cli_env
 from postgres_db import admin_sql, scratch_database
 
 from storage import (
@@ -47,6 +47,7 @@ from storage import (
     StaleFence,
 )
 from subagents._host._eventlog import PostgresEventLog
+from subagents._reliability._scripted import planner_config
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -54,7 +55,7 @@ LEASE_TTL = 2.0  # heartbeats every LEASE_TTL / 3
 TICK = "0.1"  # every host's maintenance tick, seconds
 DEADLINE = 40.0  # any single wait; generous for a loaded 2-core machine
 PROBE = 0.05  # poll interval of a bounded store poll (not a synchronization)
-CONFIG = f"[host]\nlease_ttl = {LEASE_TTL}\n" + ASYNC_CONFIG
+CONFIG = planner_config("gated:x", lease_ttl=LEASE_TTL)
 CHILD_OUTPUT = "three facts from the child"
 
 

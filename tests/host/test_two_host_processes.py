@@ -31,9 +31,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from host_helpers import ASYNC_CONFIG, REPO, SCRIPTED, cli_env
+from host_helpers import REPO, SCRIPTED, cli_env
 
 from storage import ASYNC_SUBAGENT_RESULT, AttemptRecord, LmdbSessionStore, RunRecord
+from subagents._reliability._scripted import planner_config
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -41,7 +42,7 @@ LEASE_TTL = 2.0  # heartbeats every LEASE_TTL / 3
 TICK = "0.1"  # both hosts' maintenance tick, seconds
 DEADLINE = 30.0  # any single wait; generous for a loaded 2-core machine
 PROBE = 0.05  # poll interval of a bounded store poll (not a synchronization)
-CONFIG = f"[host]\nlease_ttl = {LEASE_TTL}\n" + ASYNC_CONFIG
+CONFIG = planner_config("gated:x", lease_ttl=LEASE_TTL)
 SESSION = "s1"
 
 
