@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from host_helpers import CONFIG, Client
+from host_processes import HostProc
 
 from storage import MemorySessionStore
 from subagents._host import HostService, parse_host_config
@@ -32,3 +33,14 @@ async def service() -> AsyncIterator[HostService]:
 @pytest.fixture
 def client(service: HostService) -> Client:
     return Client(service.dispatcher())
+
+
+@pytest.fixture
+def hosts() -> Iterator[list[HostProc]]:
+    """Host processes a test starts (it appends them); each is stopped at teardown."""
+    started: list[HostProc] = []
+    try:
+        yield started
+    finally:
+        for host in started:
+            host.stop()
