@@ -26,7 +26,6 @@ replay path happened at least its minimum number of times.
 
 from __future__ import annotations
 
-import contextlib
 import queue
 import random
 import shutil
@@ -632,11 +631,7 @@ def _settle(run: _Run, zygote: Zygote) -> None:
             life.send(op="status")
     if not settled:
         run.violations.append(f"settle {run.settles}: work did not settle in {SETTLE_DEADLINE} s")
-    life.send(op="close")
-    with contextlib.suppress(queue.Empty):
-        while life.next(10.0) is not None:
-            pass
-    status = life.reap()
+    status = life.close(10.0)
     for message in life.drain():
         _handle(run, life, calls, message)
     _note_death(run, life)
