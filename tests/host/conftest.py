@@ -5,24 +5,15 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from host_helpers import CONFIG, Client
+from host_helpers import CONFIG, Client, memory_service
 from host_processes import HostProc
 
-from storage import MemorySessionStore
-from subagents._host import HostService, parse_host_config
-from subagents._host._eventlog import MemoryEventLog
+from subagents._host import HostService
 
 
 @pytest.fixture
 async def service() -> AsyncIterator[HostService]:
-    store = MemorySessionStore()
-    svc = HostService(
-        parse_host_config(CONFIG),
-        store=store,
-        events=MemoryEventLog(),
-        tick_seconds=0.05,
-        closers=[store.close],
-    )
+    svc = memory_service(CONFIG)
     await svc.start()
     try:
         yield svc

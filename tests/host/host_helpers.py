@@ -13,7 +13,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from subagents._host import Connection, Dispatcher, HostService
+from storage import MemorySessionStore
+from subagents import ModelProviderRegistry
+from subagents._host import Connection, Dispatcher, HostService, parse_host_config
+from subagents._host._eventlog import MemoryEventLog
 from subagents._host._methods import HostEvent
 from subagents._reliability._scripted import planner_config, scripted_planner
 
@@ -39,6 +42,21 @@ model_id = "test:text=three facts"
 profile = "research"
 description = "Collect facts"
 """
+
+
+def memory_service(
+    config: str, providers: ModelProviderRegistry | None = None, *, tick_seconds: float = 0.05
+) -> HostService:
+    """A host over a fresh memory store and event log; closing the host closes the store."""
+    store = MemorySessionStore()
+    return HostService(
+        parse_host_config(config, providers=providers),
+        store=store,
+        events=MemoryEventLog(),
+        providers=providers,
+        tick_seconds=tick_seconds,
+        closers=[store.close],
+    )
 
 
 class Client:
