@@ -3,8 +3,9 @@
 :class:`HostProc` is one ``scripted_host.py serve --stdio`` subprocess driven over
 JSON-RPC: replies matched by id, ``events.event`` notifications collected, stderr
 kept for failure messages, a deadline on every wait. :func:`poll_until` is a bounded
-store poll (the probe interval is not a synchronization); :func:`continuations`
-reads the continuation runs one attempt admitted.
+store poll (the probe interval is not a synchronization); :func:`observe` watches
+a window for what must not happen; :func:`continuations` reads the continuation
+runs one attempt admitted.
 """
 
 from __future__ import annotations
@@ -176,6 +177,15 @@ def poll_until(what: str, probe: Callable[[], Any], timeout: float) -> Any:
             return found
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(PROBE)  # the probe interval of a bounded poll
+
+
+def observe(check: Callable[[], object], seconds: float) -> None:
+    """Call ``check()`` (it asserts) every probe interval for ``seconds``: a window in
+    which something must not happen, not a wait for something to happen."""
+    window = time.monotonic() + seconds
+    while time.monotonic() < window:
+        check()
+        time.sleep(PROBE)  # the probe interval of an observation window
 
 
 def continuations(store: SessionStore, session_id: str, attempt_id: str) -> list[RunRecord]:

@@ -27,13 +27,12 @@ import functools
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from host_helpers import REPO, cli_env
-from host_processes import PROBE, HostProc, continuations, poll_until
+from host_processes import HostProc, continuations, observe, poll_until
 from postgres_db import admin_sql, scratch_database
 
 from storage import (
@@ -228,10 +227,7 @@ def test_hosts_on_one_database_survive_a_killed_host_and_fence_out_a_stale_one(
             assert events.last_seq("s-c") == seen_events  # nothing from C in the log
 
         # Observe for a few of C's heartbeat intervals: the record never moves.
-        window = time.monotonic() + 2 * LEASE_TTL
-        while time.monotonic() < window:
-            unchanged()
-            time.sleep(PROBE)  # the probe interval of an observation window
+        observe(unchanged, 2 * LEASE_TTL)
         assert c.shutdown() == 0, c.tail()
         unchanged()
 

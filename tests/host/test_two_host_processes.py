@@ -20,11 +20,10 @@ from __future__ import annotations
 import functools
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
-from host_processes import PROBE, HostProc, Unanswered, continuations, poll_until
+from host_processes import HostProc, Unanswered, continuations, observe, poll_until
 
 from storage import ASYNC_SUBAGENT_RESULT, AttemptRecord, LmdbSessionStore
 from subagents._reliability._scripted import planner_config
@@ -165,10 +164,7 @@ def test_second_host_process_takes_over_only_after_the_lease_expires(
             assert now.result_ref == lost.result_ref
 
         # Observe for a few of A's heartbeat intervals: B's record never moves.
-        window = time.monotonic() + 2 * LEASE_TTL
-        while time.monotonic() < window:
-            unchanged()
-            time.sleep(PROBE)  # the probe interval of an observation window
+        observe(unchanged, 2 * LEASE_TTL)
         assert a.shutdown() == 0, a.tail()
         unchanged()
         assert b.shutdown() == 0, b.tail()
