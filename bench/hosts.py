@@ -57,23 +57,6 @@ parent after the parent's run ended (the continuation-run path this bench
 measures); the rare in-band delivery into the still-running parent is counted
 separately."""
 
-CONFIG = """
-[host]
-namespace = "{namespace}"
-lease_ttl = 10.0
-
-[profiles.default]
-model_id = "planner:x"
-subagents = ["research"]
-
-[profiles.research]
-model_id = "child:x"
-
-[subagents.research]
-profile = "research"
-description = "Collect facts"
-"""
-
 
 def _repo_on_path() -> None:
     if str(ROOT) not in sys.path:
@@ -83,38 +66,10 @@ def _repo_on_path() -> None:
 def _planner() -> Any:
     """A scripted parent: one background delegation per fresh prompt; a
     continuation run answers with the result's last line."""
-    from subagents import (
-        FunctionModel,
-        ModelRequest,
-        ModelResponse,
-        TextPart,
-        ToolCallPart,
-        ToolReturnPart,
-        UserPromptPart,
-    )
+    from subagents import FunctionModel
+    from subagents._reliability._scripted import scripted_planner
 
-    def planner(messages: Sequence[Any], params: Any) -> Any:
-        prompt = ""
-        for message in reversed(messages):
-            if isinstance(message, ModelRequest):
-                texts = [p.content for p in message.parts if isinstance(p, UserPromptPart)]
-                if texts:
-                    prompt = str(texts[-1])
-                    break
-        if prompt.startswith("Background subagent result"):
-            return ModelResponse(parts=(TextPart(content="continued"),))
-        last = messages[-1]
-        if isinstance(last, ModelRequest) and any(
-            isinstance(p, ToolReturnPart) for p in last.parts
-        ):
-            return ModelResponse(parts=(TextPart(content="delegated; carrying on"),))
-        call = ToolCallPart(
-            tool_name="delegate",
-            args={"subagent_name": "research", "prompt": "collect facts"},
-            tool_call_id="call-1",
-        )
-        return ModelResponse(parts=(call,))
-
+    planner = scripted_planner()
     return lambda name, settings: FunctionModel(planner)
 
 
@@ -136,11 +91,12 @@ async def _host(
     from subagents._host import open_host, parse_host_config
     from subagents._host._jsonrpc import Connection
     from subagents._host._methods import HostEvent, RunStartParams, SessionCreateParams
+    from subagents._reliability._scripted import planner_config
 
     default_model_providers().register("planner", _planner())
     default_model_providers().register("child", _child())
     tag = f"h{index}-{secrets.token_hex(3)}"
-    config = parse_host_config(CONFIG.format(namespace=f"bench-{tag}"))
+    config = parse_host_config(planner_config("child:x", namespace=f"bench-{tag}", lease_ttl=10.0))
     service = open_host(
         config, store=url, host_instance_id=f"bench-host-{tag}", tick_seconds=TICK_SECONDS
     )

@@ -48,6 +48,7 @@ from ._faultpoints import fault_counts as fault_counts
 from ._faultpoints import fault_point as fault_point
 from ._faultpoints import reached_counts as reached_counts
 from ._faultpoints import reset_fault_counts as reset_fault_counts
+from ._faultpoints import reset_faults as reset_faults
 from ._faultpoints import wait_fired as wait_fired
 from ._kernel import KernelStore as KernelStore
 from ._lmdb import LmdbBackend as LmdbBackend
@@ -149,6 +150,7 @@ __all__ = [
     "reached_counts",
     "request_digest",
     "reset_fault_counts",
+    "reset_faults",
     "result_digest",
     "retained_view",
     "terminal_fingerprint",

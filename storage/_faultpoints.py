@@ -228,6 +228,13 @@ def reset_fault_counts() -> None:
         _registry.reached.clear()
 
 
+def reset_faults() -> None:
+    """:func:`disarm_all` and :func:`reset_fault_counts` in one call: the registry as
+    a fresh process has it (for test fixtures and harnesses between runs)."""
+    disarm_all()
+    reset_fault_counts()
+
+
 def parse_spec(spec: str) -> list[tuple[str, str, int]]:
     """Parse ``"point=action@nth[,point=action@nth...]"`` (``@nth`` optional, default 1).
 

@@ -26,7 +26,6 @@ replay path happened at least its minimum number of times.
 
 from __future__ import annotations
 
-import contextlib
 import queue
 import random
 import shutil
@@ -39,6 +38,7 @@ from typing import Any
 import msgspec
 
 from storage import (
+    FAULT_POINTS,
     AcquireContinuation,
     AttemptRecord,
     LmdbSessionStore,
@@ -49,17 +49,6 @@ from storage import (
 from ._crash_host import decode_request
 from ._lives import HostLife, LifeFailed, Zygote
 from ._oracle import Ledger, Life, OracleLog, check_snapshot, take_snapshot
-
-FAULT_POINTS = (
-    "store.before_commit",
-    "store.after_commit",
-    "store.after_commit_before_response",
-    "actor.mid_heartbeat",
-    "actor.after_terminal_commit_before_callback",
-    "delivery.after_continuation_admitted_before_ack",
-    "actor.inside_finalizer",
-)
-"""The named fault points (the same names as ``storage.FAULT_POINTS``)."""
 
 RANDOM_DELAY = "random-delay"
 PAUSES = ("admit_run", "accept_attempt", "acquire_continuation")
@@ -642,11 +631,7 @@ def _settle(run: _Run, zygote: Zygote) -> None:
             life.send(op="status")
     if not settled:
         run.violations.append(f"settle {run.settles}: work did not settle in {SETTLE_DEADLINE} s")
-    life.send(op="close")
-    with contextlib.suppress(queue.Empty):
-        while life.next(10.0) is not None:
-            pass
-    status = life.reap()
+    status = life.close(10.0)
     for message in life.drain():
         _handle(run, life, calls, message)
     _note_death(run, life)

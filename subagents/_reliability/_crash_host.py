@@ -60,13 +60,8 @@ from storage import NotFound, StoreError
 from subagents import (
     FunctionModel,
     ModelMessage,
-    ModelRequest,
     ModelRequestParameters,
-    ModelResponse,
-    TextPart,
     ToolCallPart,
-    ToolReturnPart,
-    UserPromptPart,
     default_model_providers,
 )
 from subagents._host import HostService, parse_host_config
@@ -74,21 +69,7 @@ from subagents._host._datadir import open_store
 from subagents._host._jsonrpc import Connection, RpcError
 from subagents._host._methods import HostEvent, RunStartParams, SessionCreateParams
 
-CONFIG = """
-[host]
-lease_ttl = {ttl}
-
-[profiles.default]
-model_id = "planner:x"
-subagents = ["research"]
-
-[profiles.research]
-model_id = "slow:x"
-
-[subagents.research]
-profile = "research"
-description = "Collect facts"
-"""
+from ._scripted import latest_prompt, planner_config, scripted_planner
 
 TAPPED = ("accept_attempt", "admit_run", "acquire_continuation")
 """Store methods whose request and commit a life reports to the parent."""
@@ -110,30 +91,11 @@ def decode_request(text: str, kind: type[Any]) -> Any:
     return msgspec.msgpack.decode(base64.b64decode(text), type=kind)
 
 
-def _latest_prompt(messages: Sequence[ModelMessage]) -> str:
-    for message in reversed(messages):
-        if isinstance(message, ModelRequest):
-            for part in message.parts:
-                if isinstance(part, UserPromptPart):
-                    return part.content
-    return ""
-
-
-def planner(messages: Sequence[ModelMessage], params: ModelRequestParameters) -> ModelResponse:
-    """A scripted parent: ``plan KEY k=N`` delegates N background attempts in one
-    turn and then says ``delegated``; a continuation answers with the result's
-    last line."""
-    prompt = _latest_prompt(messages)
-    if prompt.startswith("Background subagent result"):
-        return ModelResponse(parts=(TextPart(content="continued: " + prompt.splitlines()[-1]),))
-    last = messages[-1]
-    if isinstance(last, ModelRequest) and any(isinstance(p, ToolReturnPart) for p in last.parts):
-        return ModelResponse(parts=(TextPart(content="delegated"),))
+def _plan(prompt: str) -> tuple[ToolCallPart, ...]:
+    """``plan KEY k=N``: N background delegations ``collect KEY-<i>`` (else one, key ``x``)."""
     match = _PLAN.match(prompt)
     key, count = (match.group(1), int(match.group(2))) if match else ("x", 1)
-    if count == 0:
-        return ModelResponse(parts=(TextPart(content="nothing to delegate"),))
-    calls = tuple(
+    return tuple(
         ToolCallPart(
             tool_name="delegate",
             args={"subagent_name": "research", "prompt": f"collect {key}-{index}"},
@@ -141,7 +103,12 @@ def planner(messages: Sequence[ModelMessage], params: ModelRequestParameters) ->
         )
         for index in range(count)
     )
-    return ModelResponse(parts=calls)
+
+
+planner = scripted_planner(_plan, delegated="delegated")
+"""A scripted parent: ``plan KEY k=N`` delegates N background attempts in one
+turn and then says ``delegated``; a continuation answers with the result's
+last line."""
 
 
 class _Wire:
@@ -241,7 +208,7 @@ async def _life(args: dict[str, Any]) -> int:
 
     async def slow(messages: Sequence[ModelMessage], params: ModelRequestParameters) -> str:
         await asyncio.sleep(rng.uniform(child_min, child_max))
-        return CHILD_PREFIX + _latest_prompt(messages)
+        return CHILD_PREFIX + latest_prompt(messages)
 
     providers = default_model_providers().copy()
     providers.register("planner", lambda name, settings: FunctionModel(planner))
@@ -256,7 +223,9 @@ async def _life(args: dict[str, Any]) -> int:
     if args.get("refusals", False):
         _tap_refusals(opened.store, wire)
     service = HostService(
-        parse_host_config(CONFIG.format(ttl=args.get("lease_ttl", 0.6)), providers=providers),
+        parse_host_config(
+            planner_config("slow:x", lease_ttl=args.get("lease_ttl", 0.6)), providers=providers
+        ),
         store=opened.store,
         events=opened.events,
         providers=providers,

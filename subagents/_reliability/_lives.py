@@ -19,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -153,6 +153,19 @@ class HostLife:
         elif self.log is not None:
             self.log.note("saw", life=self.pid, msg=message)
         return message
+
+    def close(
+        self, timeout: float, on_message: Callable[[dict[str, Any]], object] | None = None
+    ) -> int:
+        """Ask the life to close, take its messages until it ends its stream (each to
+        ``on_message``, when given) or ``timeout`` seconds pass between two of them,
+        then :meth:`reap` it and return its status. Runs on the caller's thread."""
+        self.send(op="close")
+        with contextlib.suppress(queue.Empty):
+            while (message := self.next(timeout)) is not None:
+                if on_message is not None:
+                    on_message(message)
+        return self.reap()
 
     def kill(self) -> None:
         """SIGKILL the life (if still running) and reap it."""

@@ -14,7 +14,6 @@ it), and no attempt with a second continuation run.
 
 from __future__ import annotations
 
-import contextlib
 import queue
 import random
 import shutil
@@ -159,11 +158,7 @@ def run_load(
         settled = _settle(load, life, deadline)
         if not settled:
             load.violations.append(f"the load did not settle in time (last status {load.status})")
-        life.send(op="close")
-        with contextlib.suppress(queue.Empty):
-            while life.next(30.0) is not None:
-                pass
-        status = life.reap()
+        status = life.close(30.0)
         _died(load, life)
         if status != 0:
             load.violations.append(f"the host exited with status {status}")

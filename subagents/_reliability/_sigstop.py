@@ -416,11 +416,7 @@ def _settle(state: _Sigstop, one: _Round) -> None:
 
 def _close(state: _Sigstop, one: _Round) -> None:
     life = one.life
-    life.send(op="close")
-    with contextlib.suppress(queue.Empty):
-        while (message := life.next(10.0)) is not None:
-            _on(one, message)
-    status = life.reap()
+    status = life.close(10.0, lambda message: _on(one, message))
     for message in life.drain():
         _on(one, message)
     known = state.ledger.lives.get(life.generation)

@@ -19,11 +19,9 @@ STORE_POINTS = ("store.before_commit", "store.after_commit", "store.after_commit
 
 @pytest.fixture(autouse=True)
 def clean_registry() -> Iterator[None]:
-    storage.disarm_all()
-    storage.reset_fault_counts()
+    storage.reset_faults()
     yield
-    storage.disarm_all()
-    storage.reset_fault_counts()
+    storage.reset_faults()
 
 
 def gated_runner(gate: Gate, output: str = "done") -> object:

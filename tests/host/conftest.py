@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from host_helpers import CONFIG, Client
+from host_helpers import CONFIG, Client, memory_service
+from host_processes import HostProc
 
-from storage import MemorySessionStore
-from subagents._host import HostService, parse_host_config
-from subagents._host._eventlog import MemoryEventLog
+from subagents._host import HostService
 
 
 @pytest.fixture
 async def service() -> AsyncIterator[HostService]:
-    store = MemorySessionStore()
-    svc = HostService(
-        parse_host_config(CONFIG),
-        store=store,
-        events=MemoryEventLog(),
-        tick_seconds=0.05,
-        closers=[store.close],
-    )
+    svc = memory_service(CONFIG)
     await svc.start()
     try:
         yield svc
@@ -32,3 +24,14 @@ async def service() -> AsyncIterator[HostService]:
 @pytest.fixture
 def client(service: HostService) -> Client:
     return Client(service.dispatcher())
+
+
+@pytest.fixture
+def hosts() -> Iterator[list[HostProc]]:
+    """Host processes a test starts (it appends them); each is stopped at teardown."""
+    started: list[HostProc] = []
+    try:
+        yield started
+    finally:
+        for host in started:
+            host.stop()

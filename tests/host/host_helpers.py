@@ -10,39 +10,21 @@ import queue
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from subagents import (
-    ModelMessage,
-    ModelRequest,
-    ModelRequestParameters,
-    ModelResponse,
-    TextPart,
-    ToolCallPart,
-    ToolReturnPart,
-    UserPromptPart,
-)
-from subagents._host import Connection, Dispatcher, HostService
+from storage import MemorySessionStore
+from subagents import ModelProviderRegistry
+from subagents._host import Connection, Dispatcher, HostService, parse_host_config
+from subagents._host._eventlog import MemoryEventLog
 from subagents._host._methods import HostEvent
+from subagents._reliability._scripted import planner_config, scripted_planner
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTED = Path(__file__).with_name("scripted_host.py")
 """The real CLI plus scripted offline providers (``planner:x``, ``gated:x``)."""
 
-ASYNC_CONFIG = """
-[profiles.default]
-model_id = "planner:x"
-subagents = ["research"]
-
-[profiles.research]
-model_id = "gated:x"
-
-[subagents.research]
-profile = "research"
-description = "Collect facts"
-"""
+ASYNC_CONFIG = planner_config("gated:x")
 TIMEOUT = 30.0
 
 CONFIG = """
@@ -60,6 +42,21 @@ model_id = "test:text=three facts"
 profile = "research"
 description = "Collect facts"
 """
+
+
+def memory_service(
+    config: str, providers: ModelProviderRegistry | None = None, *, tick_seconds: float = 0.05
+) -> HostService:
+    """A host over a fresh memory store and event log; closing the host closes the store."""
+    store = MemorySessionStore()
+    return HostService(
+        parse_host_config(config, providers=providers),
+        store=store,
+        events=MemoryEventLog(),
+        providers=providers,
+        tick_seconds=tick_seconds,
+        closers=[store.close],
+    )
 
 
 class Client:
@@ -243,28 +240,6 @@ async def next_event(
         service.remove_listener(sub)
 
 
-def latest_prompt(messages: Sequence[ModelMessage]) -> str:
-    """The newest user prompt in ``messages`` ("" if none)."""
-    for message in reversed(messages):
-        if isinstance(message, ModelRequest):
-            for part in message.parts:
-                if isinstance(part, UserPromptPart):
-                    return part.content
-    return ""
-
-
-def planner(messages: Sequence[ModelMessage], params: ModelRequestParameters) -> ModelResponse:
-    """A scripted parent: delegates to ``research`` in the background once, then
-    carries on; a continuation run answers with the result's last line."""
-    prompt = latest_prompt(messages)
-    if prompt.startswith("Background subagent result"):
-        return ModelResponse(parts=(TextPart(content="continued: " + prompt.splitlines()[-1]),))
-    last = messages[-1]
-    if isinstance(last, ModelRequest) and any(isinstance(p, ToolReturnPart) for p in last.parts):
-        return ModelResponse(parts=(TextPart(content="delegated; carrying on"),))
-    call = ToolCallPart(
-        tool_name="delegate",
-        args={"subagent_name": "research", "prompt": "collect facts"},
-        tool_call_id="call-1",
-    )
-    return ModelResponse(parts=(call,))
+planner = scripted_planner()
+"""A scripted parent: delegates to ``research`` in the background once, then
+carries on; a continuation run answers with the result's last line."""

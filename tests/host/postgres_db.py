@@ -1,7 +1,7 @@
 """A scratch PostgreSQL database for host tests, created and dropped by the test.
 
-The server is ``$SUBAGENTS_PG_ADMIN_DSN`` (default the local one, as in
-tests/storage/conftest.py). In CI (``$CI`` set) an unreachable server fails
+The server is ``$SUBAGENTS_PG_ADMIN_DSN`` (default the local one; tests/storage/conftest.py
+uses the same one). In CI (``$CI`` set) an unreachable server fails
 the test (``.ci/pg`` makes sure one answers); elsewhere the test is skipped
 with the reason.
 """

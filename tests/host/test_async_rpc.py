@@ -8,33 +8,21 @@ import threading
 from collections.abc import AsyncIterator, Sequence
 
 import pytest
-from host_helpers import Client, next_event, planner
+from host_helpers import Client, memory_service, next_event, planner
 
-from storage import MemorySessionStore
 from subagents import (
     FunctionModel,
     ModelMessage,
     ModelRequestParameters,
     default_model_providers,
 )
-from subagents._host import HostService, parse_host_config
-from subagents._host._eventlog import MemoryEventLog
+from subagents._host import HostService
+from subagents._reliability._scripted import planner_config
 
 pytestmark = pytest.mark.timeout(60)
 TIMEOUT = 20.0
 
-CONFIG = """
-[profiles.default]
-model_id = "planner:x"
-subagents = ["research"]
-
-[profiles.research]
-model_id = "slow:x"
-
-[subagents.research]
-profile = "research"
-description = "Collect facts"
-"""
+CONFIG = planner_config("slow:x")
 
 
 @pytest.fixture
@@ -48,15 +36,7 @@ async def host() -> AsyncIterator[tuple[HostService, Client, threading.Event]]:
     providers = default_model_providers().copy()
     providers.register("planner", lambda name, settings: FunctionModel(planner))
     providers.register("slow", lambda name, settings: FunctionModel(slow))
-    store = MemorySessionStore()
-    svc = HostService(
-        parse_host_config(CONFIG, providers=providers),
-        store=store,
-        events=MemoryEventLog(),
-        providers=providers,
-        tick_seconds=0.05,
-        closers=[store.close],
-    )
+    svc = memory_service(CONFIG, providers)
     await svc.start()
     try:
         yield svc, Client(svc.dispatcher()), release

@@ -7,32 +7,21 @@ import asyncio
 from collections.abc import Iterator
 
 import pytest
-from host_helpers import CONFIG, Client, next_event
+from host_helpers import CONFIG, Client, memory_service, next_event
 
 import storage
-from storage import MemorySessionStore
-from subagents._host import HostService, parse_host_config
-from subagents._host._eventlog import MemoryEventLog
+from subagents._host import HostService
 
 
 @pytest.fixture(autouse=True)
 def clean_registry() -> Iterator[None]:
-    storage.disarm_all()
-    storage.reset_fault_counts()
+    storage.reset_faults()
     yield
-    storage.disarm_all()
-    storage.reset_fault_counts()
+    storage.reset_faults()
 
 
 def make_service() -> HostService:
-    store = MemorySessionStore()
-    return HostService(
-        parse_host_config(CONFIG),
-        store=store,
-        events=MemoryEventLog(),
-        tick_seconds=0.05,
-        closers=[store.close],
-    )
+    return memory_service(CONFIG)
 
 
 async def test_a_host_without_the_variable_arms_nothing(

@@ -23,20 +23,16 @@ never on sleeps.
 
 from __future__ import annotations
 
-import contextlib
-import json
-import queue
+import functools
 import signal
 import subprocess
 import sys
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from host_helpers import ASYNC_CONFIG, REPO, SCRIPTED, cli_env
+from host_helpers import REPO, cli_env
+from host_processes import HostProc, continuations, observe, poll_until
 from postgres_db import admin_sql, scratch_database
 
 from storage import (
@@ -47,145 +43,22 @@ from storage import (
     StaleFence,
 )
 from subagents._host._eventlog import PostgresEventLog
+from subagents._reliability._scripted import planner_config
 
 pytestmark = pytest.mark.timeout(180)
 
 LEASE_TTL = 2.0  # heartbeats every LEASE_TTL / 3
 TICK = "0.1"  # every host's maintenance tick, seconds
 DEADLINE = 40.0  # any single wait; generous for a loaded 2-core machine
-PROBE = 0.05  # poll interval of a bounded store poll (not a synchronization)
-CONFIG = f"[host]\nlease_ttl = {LEASE_TTL}\n" + ASYNC_CONFIG
+CONFIG = planner_config("gated:x", lease_ttl=LEASE_TTL)
 CHILD_OUTPUT = "three facts from the child"
-
-
-class HostProc:
-    """One scripted ``serve --stdio`` host subprocess; replies by id, stderr collected."""
-
-    def __init__(self, name: str, *args: str, release: Path) -> None:
-        self.name = name
-        self.proc = subprocess.Popen(
-            [sys.executable, str(SCRIPTED), "serve", "--stdio", *args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env={**cli_env(), "SUBAGENTS_TEST_RELEASE": str(release)},
-            cwd=REPO,
-        )
-        self.frames: queue.Queue[dict[str, Any] | None] = queue.Queue()
-        self.replies: dict[int, dict[str, Any]] = {}
-        self.stderr: list[str] = []
-        self.next_id = 0
-        self.threads = [
-            threading.Thread(target=self._read, daemon=True),
-            threading.Thread(target=self._read_err, daemon=True),
-        ]
-        for thread in self.threads:
-            thread.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.frames.put(json.loads(line))
-        self.frames.put(None)
-
-    def _read_err(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.stderr.append(line.decode(errors="replace"))
-
-    def tail(self) -> str:
-        return "".join(self.stderr[-20:])
-
-    def result(self, method: str, params: dict[str, Any] | None = None) -> Any:
-        self.next_id += 1
-        frame: dict[str, Any] = {"jsonrpc": "2.0", "id": self.next_id, "method": method}
-        if params is not None:
-            frame["params"] = params
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(frame).encode() + b"\n")
-        self.proc.stdin.flush()
-        deadline = time.monotonic() + DEADLINE
-        while self.next_id not in self.replies:
-            try:
-                got = self.frames.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                raise AssertionError(f"host {self.name}: no reply to {method}") from None
-            assert got is not None, f"host {self.name} exited: {self.tail()}"
-            if got.get("id") is not None:
-                self.replies[int(got["id"])] = got
-        reply = self.replies.pop(self.next_id)
-        assert "result" in reply, (reply, self.tail())
-        return reply["result"]
-
-    def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=DEADLINE)
-
-    def stop(self) -> int:
-        """Resume if frozen, SIGTERM, wait; SIGKILL on timeout. Idempotent."""
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.proc.send_signal(signal.SIGCONT)
-                self.proc.send_signal(signal.SIGTERM)
-        try:
-            code = self.proc.wait(timeout=DEADLINE)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            code = self.proc.wait(timeout=DEADLINE)
-        for thread in self.threads:
-            thread.join(timeout=5.0)
-        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            if stream is not None:
-                with contextlib.suppress(OSError):
-                    stream.close()
-        return code
-
-    def shutdown(self) -> int:
-        """``shutdown``, then end of input: the host's own clean exit."""
-        self.result("shutdown")
-        assert self.proc.stdin is not None
-        with contextlib.suppress(OSError):
-            self.proc.stdin.close()
-        try:
-            return self.proc.wait(timeout=DEADLINE)
-        finally:
-            self.stop()
+poll = functools.partial(poll_until, timeout=DEADLINE)
 
 
 @pytest.fixture
 def database() -> Iterator[str]:
     with scratch_database("subagents_multihost") as url:
         yield url
-
-
-@pytest.fixture
-def hosts() -> Iterator[list[HostProc]]:
-    started: list[HostProc] = []
-    try:
-        yield started
-    finally:
-        for host in started:
-            host.stop()
-
-
-def poll(what: str, probe: Callable[[], Any], timeout: float = DEADLINE) -> Any:
-    """``probe()`` until it returns something truthy, or fail at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = probe()
-        if found:
-            return found
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(PROBE)  # the probe interval of a bounded poll
-
-
-def continuations(store: PostgresSessionStore, session_id: str, attempt_id: str) -> list[RunRecord]:
-    return [
-        run
-        for run in store.list_runs(session_id)
-        if run.trigger_type == ASYNC_SUBAGENT_RESULT
-        and run.metadata.get("async_subagent.attempt_id") == attempt_id
-    ]
 
 
 def attempt_of(store: PostgresSessionStore, session_id: str) -> AttemptRecord | None:
@@ -262,7 +135,14 @@ def test_hosts_on_one_database_survive_a_killed_host_and_fence_out_a_stale_one(
     common = ("--config", str(config), "--store", url, "--tick", TICK)
 
     def start(name: str) -> HostProc:
-        host = HostProc(name.upper(), *common, "--owner", f"host-{name}", release=release[name])
+        host = HostProc(
+            name.upper(),
+            *common,
+            "--owner",
+            f"host-{name}",
+            env={"SUBAGENTS_TEST_RELEASE": str(release[name])},
+            deadline=DEADLINE,
+        )
         hosts.append(host)
         return host
 
@@ -347,10 +227,7 @@ def test_hosts_on_one_database_survive_a_killed_host_and_fence_out_a_stale_one(
             assert events.last_seq("s-c") == seen_events  # nothing from C in the log
 
         # Observe for a few of C's heartbeat intervals: the record never moves.
-        window = time.monotonic() + 2 * LEASE_TTL
-        while time.monotonic() < window:
-            unchanged()
-            time.sleep(PROBE)  # the probe interval of an observation window
+        observe(unchanged, 2 * LEASE_TTL)
         assert c.shutdown() == 0, c.tail()
         unchanged()
 

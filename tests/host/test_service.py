@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import pytest
-from host_helpers import CONFIG, Client, next_event
+from host_helpers import CONFIG, Client, memory_service, next_event
 
 from storage import AdmissionLease, ManualClock, MemorySessionStore, RunRecord, SessionRecord
 from subagents import FunctionModel, ModelMessage, ModelRequestParameters, default_model_providers
@@ -52,15 +52,7 @@ async def gated() -> AsyncIterator[tuple[HostService, Client, Gate]]:
     providers = default_model_providers().copy()
     providers.register("gate", lambda name, settings: FunctionModel(gate))
     providers.register("boom", lambda name, settings: FunctionModel(boom))
-    store = MemorySessionStore()
-    svc = HostService(
-        parse_host_config(GATED, providers=providers),
-        store=store,
-        events=MemoryEventLog(),
-        providers=providers,
-        tick_seconds=0.05,
-        closers=[store.close],
-    )
+    svc = memory_service(GATED, providers)
     await svc.start()
     try:
         yield svc, Client(svc.dispatcher()), gate

@@ -17,190 +17,25 @@ over JSON-RPC with a deadline on every wait.
 
 from __future__ import annotations
 
-import contextlib
-import json
+import functools
 import os
-import queue
 import signal
-import subprocess
-import sys
-import threading
-import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from host_helpers import ASYNC_CONFIG, REPO, SCRIPTED, cli_env
+from host_processes import HostProc, Unanswered, continuations, observe, poll_until
 
-from storage import ASYNC_SUBAGENT_RESULT, AttemptRecord, LmdbSessionStore, RunRecord
+from storage import ASYNC_SUBAGENT_RESULT, AttemptRecord, LmdbSessionStore
+from subagents._reliability._scripted import planner_config
 
 pytestmark = pytest.mark.timeout(90)
 
 LEASE_TTL = 2.0  # heartbeats every LEASE_TTL / 3
 TICK = "0.1"  # both hosts' maintenance tick, seconds
 DEADLINE = 30.0  # any single wait; generous for a loaded 2-core machine
-PROBE = 0.05  # poll interval of a bounded store poll (not a synchronization)
-CONFIG = f"[host]\nlease_ttl = {LEASE_TTL}\n" + ASYNC_CONFIG
+CONFIG = planner_config("gated:x", lease_ttl=LEASE_TTL)
 SESSION = "s1"
-
-
-class Unanswered(Exception):
-    """No reply within the deadline."""
-
-
-class HostProc:
-    """One scripted ``serve --stdio`` host subprocess; replies by id, events collected."""
-
-    def __init__(self, name: str, *args: str, env: dict[str, str]) -> None:
-        self.name = name
-        self.proc = subprocess.Popen(
-            [sys.executable, str(SCRIPTED), "serve", "--stdio", *args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env={**cli_env(), **env},
-            cwd=REPO,
-        )
-        self.frames: queue.Queue[dict[str, Any] | None] = queue.Queue()
-        self.replies: dict[int, dict[str, Any]] = {}
-        self.events: list[dict[str, Any]] = []
-        self.stderr: list[str] = []
-        self.next_id = 0
-        self.threads = [
-            threading.Thread(target=self._read, daemon=True),
-            threading.Thread(target=self._read_err, daemon=True),
-        ]
-        for thread in self.threads:
-            thread.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.frames.put(json.loads(line))
-        self.frames.put(None)
-
-    def _read_err(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.stderr.append(line.decode(errors="replace"))
-
-    def tail(self) -> str:
-        return "".join(self.stderr[-20:])
-
-    def _pump(self, deadline: float) -> None:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise Unanswered
-        try:
-            frame = self.frames.get(timeout=left)
-        except queue.Empty:
-            raise Unanswered from None
-        assert frame is not None, f"host {self.name} exited: {self.tail()}"
-        if frame.get("id") is not None:
-            self.replies[int(frame["id"])] = frame
-        elif frame.get("method") == "events.event":
-            self.events.append(frame["params"]["event"])
-
-    def send(self, method: str, params: dict[str, Any] | None = None) -> int:
-        self.next_id += 1
-        frame: dict[str, Any] = {"jsonrpc": "2.0", "id": self.next_id, "method": method}
-        if params is not None:
-            frame["params"] = params
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(frame).encode() + b"\n")
-        self.proc.stdin.flush()
-        return self.next_id
-
-    def reply(self, request_id: int, timeout: float = DEADLINE) -> Any:
-        deadline = time.monotonic() + timeout
-        while request_id not in self.replies:
-            self._pump(deadline)
-        frame = self.replies.pop(request_id)
-        assert "result" in frame, (frame, self.tail())
-        return frame["result"]
-
-    def result(self, method: str, params: dict[str, Any] | None = None) -> Any:
-        return self.reply(self.send(method, params))
-
-    def wait_event(self, predicate: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
-        deadline = time.monotonic() + DEADLINE
-        seen = 0
-        while True:
-            for event in self.events[seen:]:
-                if predicate(event):
-                    return event
-            seen = len(self.events)
-            try:
-                self._pump(deadline)
-            except Unanswered:
-                raise AssertionError(f"host {self.name}: no such event; {self.tail()}") from None
-
-    def drain(self) -> None:
-        """Take every frame already received (events that arrived meanwhile)."""
-        with contextlib.suppress(Unanswered):
-            while not self.frames.empty():
-                self._pump(time.monotonic() + 1.0)
-
-    def stop(self) -> int:
-        """Resume if frozen, SIGTERM, wait; SIGKILL on timeout. Idempotent."""
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.proc.send_signal(signal.SIGCONT)
-                self.proc.send_signal(signal.SIGTERM)
-        try:
-            code = self.proc.wait(timeout=DEADLINE)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            code = self.proc.wait(timeout=DEADLINE)
-        for thread in self.threads:
-            thread.join(timeout=5.0)
-        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            if stream is not None:
-                with contextlib.suppress(OSError):
-                    stream.close()
-        return code
-
-    def shutdown(self) -> int:
-        """``shutdown``, then end of input: the host's own clean exit."""
-        self.result("shutdown")
-        assert self.proc.stdin is not None
-        with contextlib.suppress(OSError):
-            self.proc.stdin.close()
-        try:
-            return self.proc.wait(timeout=DEADLINE)
-        finally:
-            self.stop()
-
-
-@pytest.fixture
-def hosts() -> Iterator[list[HostProc]]:
-    started: list[HostProc] = []
-    try:
-        yield started
-    finally:
-        for host in started:
-            host.stop()
-
-
-def poll(what: str, probe: Callable[[], Any], timeout: float = DEADLINE) -> Any:
-    """``probe()`` until it returns something truthy, or fail at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = probe()
-        if found:
-            return found
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(PROBE)  # the probe interval of a bounded poll
-
-
-def continuations(store: LmdbSessionStore, attempt_id: str) -> list[RunRecord]:
-    return [
-        run
-        for run in store.list_runs(SESSION)
-        if run.trigger_type == ASYNC_SUBAGENT_RESULT
-        and run.metadata.get("async_subagent.attempt_id") == attempt_id
-    ]
+poll = functools.partial(poll_until, timeout=DEADLINE)
 
 
 def test_second_host_process_takes_over_only_after_the_lease_expires(
@@ -214,7 +49,7 @@ def test_second_host_process_takes_over_only_after_the_lease_expires(
     common = ("--config", str(config), "--data-dir", str(data), "--tick", TICK)
 
     # Host A owns the data directory (it holds host.lock) as owner host-a.
-    a = HostProc("A", *common, "--owner", "host-a", env=env)
+    a = HostProc("A", *common, "--owner", "host-a", env=env, deadline=DEADLINE)
     hosts.append(a)
     info_a = a.result("diagnostics.get")
     assert info_a["host_instance_id"] == "host-a"
@@ -239,7 +74,7 @@ def test_second_host_process_takes_over_only_after_the_lease_expires(
         assert record.parent_session_id == SESSION
 
         # Host B: a second process, another owner, sharing the live host's directory.
-        b = HostProc("B", *common, "--shared", "--owner", "host-b", env=env)
+        b = HostProc("B", *common, "--shared", "--owner", "host-b", env=env, deadline=DEADLINE)
         hosts.append(b)
         info_b = b.result("diagnostics.get")
         assert info_b["host_instance_id"] == "host-b"
@@ -262,7 +97,7 @@ def test_second_host_process_takes_over_only_after_the_lease_expires(
         assert b.result("diagnostics.get")["uptime_seconds"] > 1.0  # >= 10 ticks of B
         b.drain()
         assert not [e for e in b.events if e["kind"] in {"run.admitted", "run.failed"}]
-        assert continuations(store, attempt_id) == []
+        assert continuations(store, SESSION, attempt_id) == []
 
         # Freeze A: its heartbeats stop. If A froze inside a write transaction B
         # could not write (one LMDB writer): a write through B proves it did not;
@@ -309,7 +144,7 @@ def test_second_host_process_takes_over_only_after_the_lease_expires(
         assert finished["data"]["output"].startswith("continued: ")
         lost = store.load_attempt(attempt_id)
         assert lost.continuation_run_id == admitted["run_id"]
-        [continuation] = continuations(store, attempt_id)
+        [continuation] = continuations(store, SESSION, attempt_id)
         assert continuation.run_id == admitted["run_id"]
         assert "host process lost" in continuation.input[0].text
 
@@ -329,10 +164,7 @@ def test_second_host_process_takes_over_only_after_the_lease_expires(
             assert now.result_ref == lost.result_ref
 
         # Observe for a few of A's heartbeat intervals: B's record never moves.
-        window = time.monotonic() + 2 * LEASE_TTL
-        while time.monotonic() < window:
-            unchanged()
-            time.sleep(PROBE)  # the probe interval of an observation window
+        observe(unchanged, 2 * LEASE_TTL)
         assert a.shutdown() == 0, a.tail()
         unchanged()
         assert b.shutdown() == 0, b.tail()
@@ -342,7 +174,7 @@ def test_second_host_process_takes_over_only_after_the_lease_expires(
         assert final.terminal_at == lost.terminal_at
         assert final.owner_lease == lost.owner_lease
         assert [r.attempt_id for r in store.list_attempts("default")] == [attempt_id]
-        assert [r.run_id for r in continuations(store, attempt_id)] == [admitted["run_id"]]
+        assert [r.run_id for r in continuations(store, SESSION, attempt_id)] == [admitted["run_id"]]
         runs = store.list_runs(SESSION)
         assert [r.trigger_type for r in runs] == ["rpc", ASYNC_SUBAGENT_RESULT]
         assert all(str(r.status) == "completed" for r in runs)

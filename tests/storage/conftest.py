@@ -18,13 +18,16 @@ tests are skipped with the reason, so the README's test command still works.
 
 from __future__ import annotations
 
-import os
 import secrets
+import sys
 from collections.abc import Generator, Iterator
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "host"))
+
 import pytest
 from builders import Reopen
+from postgres_db import PG_ADMIN_DSN, require_postgres
 
 from storage import LmdbSessionStore, ManualClock, MemorySessionStore, SessionStore
 
@@ -96,22 +99,6 @@ def clock() -> ManualClock:
 
 # -- PostgreSQL: one database per test session, created and dropped here -----------------
 
-PG_ADMIN_DSN = os.environ.get(
-    "SUBAGENTS_PG_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres"
-)
-
-
-def _pg_reachable() -> bool:
-    try:
-        import psycopg
-    except ImportError:
-        return False
-    try:
-        with psycopg.connect(PG_ADMIN_DSN, connect_timeout=3):
-            return True
-    except psycopg.Error:
-        return False
-
 
 @pytest.fixture(scope="session")
 def pg_database() -> Iterator[str]:
@@ -119,8 +106,7 @@ def pg_database() -> Iterator[str]:
     from storage._postgres import create_database, drop_database
 
     name = f"subagents_test_{secrets.token_hex(6)}"
-    if not os.environ.get("CI") and not _pg_reachable():
-        pytest.skip(f"no PostgreSQL server at {PG_ADMIN_DSN} (CI starts one with .ci/pg)")
+    require_postgres()
     dsn = create_database(PG_ADMIN_DSN, name)
     try:
         yield dsn

@@ -29,11 +29,9 @@ from storage._faultpoints import instrument_backend, parse_spec
 
 @pytest.fixture(autouse=True)
 def clean_registry() -> Iterator[None]:
-    storage.disarm_all()
-    storage.reset_fault_counts()
+    storage.reset_faults()
     yield
-    storage.disarm_all()
-    storage.reset_fault_counts()
+    storage.reset_faults()
 
 
 def test_the_points_and_actions_are_exactly_the_documented_ones() -> None:
@@ -47,6 +45,17 @@ def test_the_points_and_actions_are_exactly_the_documented_ones() -> None:
         "actor.inside_finalizer",
     )
     assert FAULT_ACTIONS == ("raise_transient", "lose_response", "sleep_past_ttl", "sigkill")
+
+
+def test_reset_faults_disarms_every_point_and_zeroes_the_counts() -> None:
+    storage.arm("actor.mid_heartbeat", "raise_transient", nth=1, times=1)
+    with pytest.raises(RetryableStorage):
+        storage.fault_point("actor.mid_heartbeat")
+    storage.arm("actor.mid_heartbeat", "raise_transient")
+    storage.reset_faults()
+    storage.fault_point("actor.mid_heartbeat")
+    assert storage.fault_counts() == {}
+    assert storage.reached_counts() == {}
 
 
 def test_an_unarmed_point_does_nothing_and_counts_nothing() -> None:
