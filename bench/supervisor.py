@@ -232,39 +232,6 @@ def measure_memory_throughput(count: int, window: int, rounds: int) -> dict[str,
 # -- (c) durable throughput against raw LMDB --------------------------------------------------
 
 
-class RawLmdb:
-    """Plain py-lmdb: one small put per durable write transaction, the store's flags."""
-
-    def __init__(self, directory: Path) -> None:
-        import lmdb
-
-        self._env = lmdb.Environment(
-            str(directory),
-            map_size=MAP_SIZE,
-            subdir=True,
-            sync=True,
-            metasync=True,
-            lock=True,
-            max_dbs=24,
-            max_spare_txns=0,
-        )
-        self._db = self._env.open_db(b"raw")
-        self._next = 0
-        self.commits_per_s(20)  # warm up
-
-    def commits_per_s(self, commits: int) -> float:
-        env, db, value = self._env, self._db, b"v" * 64
-        started = time.perf_counter()
-        for n in range(self._next, self._next + commits):
-            with env.begin(write=True) as txn:
-                txn.put(b"key-%08d" % n, value, db=db)
-        self._next += commits
-        return commits / (time.perf_counter() - started)
-
-    def close(self) -> None:
-        self._env.close()
-
-
 class CountingWrites:
     """Counts the writes a store asks its backend for (each is one durable commit
     request; the batching writer may share one fsync between several)."""
@@ -301,7 +268,10 @@ def measure_durable(count: int, callers: int, raw_commits: int, rounds: int) -> 
 
     base = Path(tempfile.mkdtemp(prefix="bench-supervisor-"))
     (base / "raw").mkdir()
+    from bench.store import RawLmdb  # the one raw-commit baseline of every bench
+
     raw = RawLmdb(base / "raw")
+    raw.commit(20)  # warm up
     store = LmdbSessionStore(base / "store", sync=True, map_size=MAP_SIZE)
     supervisor = BackgroundSubagentSupervisor(
         runner=instant_child,
@@ -321,13 +291,13 @@ def measure_durable(count: int, callers: int, raw_commits: int, rounds: int) -> 
         counter = CountingWrites(store)
         with ThreadPoolExecutor(callers, thread_name_prefix="bench-caller") as pool:
             for _ in range(rounds):
-                raw_before = raw.commits_per_s(raw_commits)
+                raw_before = raw_commits / raw.commit(raw_commits)
                 writes_before, txn_before = counter.count, lmdb_txn_id(store)
                 started = time.perf_counter()
                 list(pool.map(caller, range(callers)))
                 seconds = time.perf_counter() - started
                 writes, txn_after = counter.count - writes_before, lmdb_txn_id(store)
-                raw_after = raw.commits_per_s(raw_commits)
+                raw_after = raw_commits / raw.commit(raw_commits)
                 rate = total / seconds
                 raw_rate = (raw_before + raw_after) / 2
                 per_attempt = writes / total
