@@ -26,6 +26,7 @@ from ._faults import Fault as Fault
 from ._faults import FaultyStore as FaultyStore
 from ._fencing import FencingMachine as FencingMachine
 from ._fencing import fencing_machine as fencing_machine
+from ._gate import Gate as Gate
 from ._harness import ContractMachine as ContractMachine
 from ._harness import ContractViolation as ContractViolation
 from ._harness import Stats as Stats
@@ -71,6 +72,7 @@ __all__ = [
     "Fault",
     "FaultyStore",
     "FencingMachine",
+    "Gate",
     "IgnoresAggregateQuota",
     "LMDB",
     "LMDB_REOPEN",

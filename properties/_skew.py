@@ -31,7 +31,6 @@ carries a violation (a green run that checked nothing proves nothing).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 import random
@@ -63,6 +62,7 @@ from storage import (
 )
 
 from ._faults import Fault, FaultyStore
+from ._gate import Gate
 
 CASES: tuple[str, ...] = (
     "jump-262",
@@ -110,33 +110,6 @@ class _Violation(Exception):
     pass
 
 
-class _Gate:
-    """Opened from any thread, awaited by the child on the supervisor's loop."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._opened = False
-        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
-        self.entered = threading.Event()
-
-    async def wait(self) -> None:
-        event = asyncio.Event()
-        with self._lock:
-            opened = self._opened
-            if not opened:
-                self._waiters.append((asyncio.get_running_loop(), event))
-        self.entered.set()
-        if not opened:
-            await event.wait()
-
-    def open(self) -> None:
-        with self._lock:
-            self._opened = True
-            waiters, self._waiters = self._waiters, []
-        for loop, event in waiters:
-            loop.call_soon_threadsafe(event.set)
-
-
 class _Probe(FaultyStore):
     """A FaultyStore that records every successful renewal and can act during one."""
 
@@ -180,7 +153,7 @@ class _Case:
             # The planted bug: the runtime reads "store time" from the host's own clock.
             self.probe.clock = self.host_clock
         self.steps_back = 0
-        self.gate = _Gate()
+        self.gate = Gate()
         self.checks = 0
         self.supervisor = BackgroundSubagentSupervisor(
             runner=self._runner,

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -30,33 +29,6 @@ def our_actors() -> list[Any]:
         for ref in pykka.ActorRegistry.get_all()
         if ref.actor_class in (AttemptActor, SupervisorActor)
     ]
-
-
-class Gate:
-    """Opened from any thread, awaited on the supervisor's loop."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._opened = False
-        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
-        self.entered = threading.Event()
-
-    async def wait(self) -> None:
-        event = asyncio.Event()
-        with self._lock:
-            if self._opened:
-                self.entered.set()
-                return
-            self._waiters.append((asyncio.get_running_loop(), event))
-        self.entered.set()
-        await event.wait()
-
-    def open(self) -> None:
-        with self._lock:
-            self._opened = True
-            waiters, self._waiters = self._waiters, []
-        for loop, event in waiters:
-            loop.call_soon_threadsafe(event.set)
 
 
 class Collector:

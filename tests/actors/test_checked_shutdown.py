@@ -7,7 +7,7 @@ import threading
 import time
 
 import pytest
-from actor_helpers import Collector, Gate, SupervisorFactory, our_actors, our_threads
+from actor_helpers import Collector, SupervisorFactory, our_actors, our_threads
 
 from actors import (
     BackgroundSubagentError,
@@ -15,7 +15,7 @@ from actors import (
     ChildOutcome,
     ChildRequest,
 )
-from properties import FaultyStore
+from properties import FaultyStore, Gate
 from storage import RetryableStorage
 
 

@@ -7,7 +7,7 @@ import asyncio
 import threading
 
 import pytest
-from actor_helpers import Collector, Gate, SupervisorFactory, wait_terminal
+from actor_helpers import Collector, SupervisorFactory, wait_terminal
 
 from actors import (
     BackgroundSubagentError,
@@ -17,7 +17,7 @@ from actors import (
     OwnerIdentity,
     SupervisorLimits,
 )
-from properties import Fault, FaultyStore
+from properties import Fault, FaultyStore, Gate
 from storage import ManualClock, RetryableStorage, SessionStore, StaleFence
 
 

@@ -7,11 +7,11 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from actor_helpers import Collector, Gate, SupervisorFactory, wait_terminal
+from actor_helpers import Collector, SupervisorFactory, wait_terminal
 
 import storage
 from actors import ChildControl, ChildOutcome, ChildRequest
-from properties import FaultyStore
+from properties import FaultyStore, Gate
 from storage import ManualClock, StaleFence
 
 STORE_POINTS = ("store.before_commit", "store.after_commit", "store.after_commit_before_response")

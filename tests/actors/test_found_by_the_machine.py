@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from actor_helpers import Gate, SupervisorFactory, wait_terminal
+from actor_helpers import SupervisorFactory, wait_terminal
 
 from actors import (
     BackgroundSubagentError,
@@ -11,7 +11,7 @@ from actors import (
     ChildRequest,
     SupervisorLimits,
 )
-from properties import Fault, FaultyStore
+from properties import Fault, FaultyStore, Gate
 from storage import Failed, ManualClock
 
 

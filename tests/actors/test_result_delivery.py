@@ -6,10 +6,10 @@ import asyncio
 import threading
 from typing import Any
 
-from actor_helpers import Collector, Gate, SupervisorFactory, wait_terminal
+from actor_helpers import Collector, SupervisorFactory, wait_terminal
 
 from actors import BackgroundResult, ChildControl, ChildOutcome, ChildRequest
-from properties import Fault, FaultyStore
+from properties import Fault, FaultyStore, Gate
 from storage import DeliveryClaim, ManualClock
 
 

@@ -11,7 +11,6 @@ import pytest
 from actor_helpers import (
     FAST,
     Collector,
-    Gate,
     SupervisorFactory,
     our_actors,
     our_threads,
@@ -27,6 +26,7 @@ from actors import (
     SupervisorLimits,
     clamp_wait,
 )
+from properties import Gate
 from statemachines import SubagentsError
 
 
