@@ -7,7 +7,14 @@ import time
 
 from actor_helpers import SupervisorFactory, wait_terminal
 
-from actors import ChildControl, ChildOutcome, ChildRequest, SupervisorLimits, WaitResult
+from actors import (
+    BackgroundSubagentSupervisor,
+    ChildControl,
+    ChildOutcome,
+    ChildRequest,
+    SupervisorLimits,
+    WaitResult,
+)
 from storage import SessionStore
 
 
@@ -37,24 +44,35 @@ def test_wait_on_an_unknown_attempt_answers_not_found_at_once(
     asyncio.run(main())
 
 
-def test_a_zero_wait_on_an_ended_attempt_returns_its_terminal_result(
-    make_supervisor: SupervisorFactory,
-) -> None:
-    supervisor = make_supervisor(runner=quick_runner)
+def _two_ended_attempts(supervisor: BackgroundSubagentSupervisor) -> tuple[str, str]:
     first = supervisor.delegate_sync("research", "a").attempt_id
     second = supervisor.delegate_sync("research", "b").attempt_id
     assert wait_terminal(supervisor, first) == "terminal"
     assert wait_terminal(supervisor, second) == "terminal"
+    return first, second
 
+
+def _zero_waits_complete(
+    supervisor: BackgroundSubagentSupervisor, first: str, second: str
+) -> WaitResult:
+    """A zero wait, sync on ``first`` and async on ``second``, each completed, not timed out."""
     waited = supervisor.wait_sync(first, 0)
     assert (waited.status, waited.timed_out, waited.result) == ("completed", False, "out:a")
-    assert waited.delivery_status == "delivered"
 
     async def main() -> None:
         result = await supervisor.wait(second, 0)
         assert (result.status, result.timed_out, result.result) == ("completed", False, "out:b")
 
     asyncio.run(main())
+    return waited
+
+
+def test_a_zero_wait_on_an_ended_attempt_returns_its_terminal_result(
+    make_supervisor: SupervisorFactory,
+) -> None:
+    supervisor = make_supervisor(runner=quick_runner)
+    first, second = _two_ended_attempts(supervisor)
+    assert _zero_waits_complete(supervisor, first, second).delivery_status == "delivered"
 
 
 def test_a_zero_wait_that_learns_of_the_end_from_the_supervisor_actor_is_not_timed_out(
@@ -62,20 +80,9 @@ def test_a_zero_wait_that_learns_of_the_end_from_the_supervisor_actor_is_not_tim
 ) -> None:
     """The end announced between the fast ``ended`` check and the watch (forced here)."""
     supervisor = make_supervisor(runner=quick_runner)
-    first = supervisor.delegate_sync("research", "a").attempt_id
-    second = supervisor.delegate_sync("research", "b").attempt_id
-    assert wait_terminal(supervisor, first) == "terminal"
-    assert wait_terminal(supervisor, second) == "terminal"
+    first, second = _two_ended_attempts(supervisor)
     supervisor._ended = lambda attempt_id: None  # type: ignore[method-assign]
-
-    waited = supervisor.wait_sync(first, 0)
-    assert (waited.status, waited.timed_out, waited.result) == ("completed", False, "out:a")
-
-    async def main() -> None:
-        result = await supervisor.wait(second, 0)
-        assert (result.status, result.timed_out, result.result) == ("completed", False, "out:b")
-
-    asyncio.run(main())
+    _zero_waits_complete(supervisor, first, second)
 
 
 def test_a_result_delivered_by_wait_carries_its_context_delta_outside_the_tool_value(
