@@ -320,7 +320,10 @@ def _verify_report(args: argparse.Namespace) -> int:
     if skip == set(_REPORT_SECTIONS):
         raise _CliError("every section is skipped", "skip fewer sections")
     budget = rep.BUDGETS[args.profile]
-    seed = args.seed if args.seed is not None else rep.default_seed()
+    try:
+        seed = args.seed if args.seed is not None else rep.default_seed()
+    except ValueError as exc:
+        raise _CliError(str(exc), "export an integer, or pass --seed N") from exc
     # Status lines go to stderr so `--json` keeps stdout to the one JSON document.
     err = Console(stderr=True, highlight=False)
     started = time.monotonic()

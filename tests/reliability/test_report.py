@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -114,13 +115,14 @@ def test_the_commit_is_unknown_outside_a_git_checkout(tmp_path: Path) -> None:
     assert rep.current_commit(tmp_path) == "unknown"
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "subagents._cli", "verify", "--report", *args],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
+        env=env,
     )
 
 
@@ -143,3 +145,10 @@ def test_every_harness_section_can_be_skipped_by_name(tmp_path: Path) -> None:
     assert names == ["sigstop", "crash", "hostile", "load"]
     assert set(names) <= set(_REPORT_SECTIONS)
     assert CI.sigstop_rounds >= 3
+
+
+def test_a_seed_in_the_environment_that_is_not_an_integer_is_a_readable_error() -> None:
+    proc = _cli("--skip", "properties", env={**os.environ, "SUBAGENTS_VERIFY_SEED": "abc"})
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert "SUBAGENTS_VERIFY_SEED must be an integer, not 'abc'" in proc.stderr
