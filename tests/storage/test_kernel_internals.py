@@ -798,7 +798,7 @@ def test_a_closed_store_fails_and_drain_returns(clock: ManualClock) -> None:
 # -- bad input --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("expiry", [float("nan"), float("inf"), "soon", None, True])
+@pytest.mark.parametrize("expiry", [float("nan"), float("inf"), float("-inf"), "soon", None, True])
 def test_a_non_finite_or_ill_typed_lease_expiry_is_an_invalid_record(
     store: MemorySessionStore, clock: ManualClock, expiry: object
 ) -> None:
