@@ -1,6 +1,6 @@
 """LmdbSessionStore durable throughput against the physical limit, side by side.
 
-Run: ``python bench/store.py [--quick] [--json]``.
+Run: ``python bench/store.py [--quick] [--json] [--ids sequential|supervisor]``.
 
 In one run, on one temporary directory (so one disk), it measures:
 
@@ -35,6 +35,14 @@ latency it does not drift with the machine's load, and it is what a store
 operation costs beyond the raw commit (every dirty 4 KiB page is written
 before the fsync).
 
+Ids. By default the measured attempts have short sequential ids
+(``subattempt_00000001``, agent ``bench-bg-00000001``). ``--ids supervisor``
+gives them the supervisor's shapes instead (``subattempt_<uuid4>``, agent
+``bench-bg-<8 random hex digits>``, from a seeded generator so every run
+writes the same keys): random 47-byte keys land on random leaves and make the
+index tree one level deeper at this size, so each operation that touches it
+writes one to two more pages. The reconcile figure always uses sequential ids.
+
 This is a benchmark, not a test: it never asserts timing. Exit status is 0
 whether or not targets are met.
 """
@@ -44,10 +52,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -104,11 +114,27 @@ class RawLmdb:
         self._env.close()
 
 
-class Records:
-    """Builds the records the measured operations need (store time = the clock)."""
+IDS = ("sequential", "supervisor")
 
-    def __init__(self, clock: Any) -> None:
+
+class Records:
+    """Builds the records the measured operations need (store time = the clock).
+
+    ``ids`` is one of :data:`IDS`: short sequential ids, or ids shaped like the
+    supervisor's, drawn from a generator seeded with the attempt number."""
+
+    def __init__(self, clock: Any, ids: str = "sequential") -> None:
+        if ids not in IDS:
+            raise ValueError(f"ids must be one of {IDS}, not {ids!r}")
         self.clock = clock
+        self.ids = ids
+
+    def _ids(self, n: int) -> tuple[str, str]:
+        if self.ids == "sequential":
+            return f"subattempt_{n:08d}", f"bench-bg-{n:08x}"
+        rng = random.Random(n)
+        attempt = uuid.UUID(int=rng.getrandbits(128), version=4)
+        return f"subattempt_{attempt}", f"bench-bg-{rng.getrandbits(32):08x}"
 
     def session(self, session_id: str = SESSION) -> Any:
         from storage import SessionRecord
@@ -120,9 +146,10 @@ class Records:
         from storage import AttemptRecord, OwnerLease
 
         now = self.clock.now()
+        attempt_id, agent_id = self._ids(n)
         return AttemptRecord(
-            attempt_id=f"subattempt_{n:08d}",
-            agent_id=f"bench-bg-{n:08x}",
+            attempt_id=attempt_id,
+            agent_id=agent_id,
             subagent_name="bench",
             namespace_id=NS,
             parent_session_id=session_id,
@@ -329,12 +356,12 @@ def measure_operation_mix(
     return extra
 
 
-def store_ops(directory: Path, raw: RawLmdb, count: int) -> dict[str, Any]:
+def store_ops(directory: Path, raw: RawLmdb, count: int, ids: str = "sequential") -> dict[str, Any]:
     """The store's durable single-threaded rates, each over ``count`` real operations."""
     from storage import LmdbSessionStore, ManualClock
 
     clock = ManualClock(start=1_700_000_000.0)
-    records = Records(clock)
+    records = Records(clock, ids)
     store = LmdbSessionStore(directory, clock=clock, sync=True, map_size=MAP_SIZE)
     results: dict[str, Any] = {}
 
@@ -478,7 +505,7 @@ def reconcile_seconds(
             store.close()
 
 
-def run(quick: bool) -> dict[str, Any]:
+def run(quick: bool, ids: str = "sequential") -> dict[str, Any]:
     _repo_on_path()
     ops = 200 if quick else 2000
     small, large, active = (100, 2_000, 10) if quick else (1_000, 100_000, 100)
@@ -488,7 +515,7 @@ def run(quick: bool) -> dict[str, Any]:
         raw = RawLmdb(root / "raw")
         try:
             raw.commit(max(50, ops // 10))  # warm the file and the page cache
-            measured = store_ops(root / "store", raw, ops)
+            measured = store_ops(root / "store", raw, ops, ids)
         finally:
             raw.close()
         reconcile_small, reconcile_large = reconcile_seconds(
@@ -497,6 +524,7 @@ def run(quick: bool) -> dict[str, Any]:
     ratio = reconcile_large / reconcile_small
     return {
         "quick": quick,
+        "ids": ids,
         "ops_per_measurement": ops,
         "operations": measured["operations"],
         "batching": measured["batching"],
@@ -523,7 +551,8 @@ def render(result: dict[str, Any]) -> str:
         "LmdbSessionStore durable ops vs raw py-lmdb durable commits"
         " (sync on, single thread, one op per transaction)"
         + (" [quick]" if result["quick"] else ""),
-        f"{result['ops_per_measurement']} ops per operation, each right after one raw commit; "
+        f"{result['ops_per_measurement']} ops per operation ({result['ids']} ids), "
+        "each right after one raw commit; "
         "rates are 1/median latency (mean throughput in brackets); x raw = ratio of medians",
         "",
         f"{'operation':<16} {'ops/s':>15} {'raw commits/s':>15} {'x raw':>7} {'target':>8}  ok"
@@ -566,8 +595,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="small counts, for a smoke test")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--ids",
+        choices=IDS,
+        default="sequential",
+        help="ids of the measured attempts: short sequential (default) or the supervisor's shapes",
+    )
     args = parser.parse_args(argv)
-    result = run(args.quick)
+    result = run(args.quick, args.ids)
     print(json.dumps(result, indent=2, sort_keys=True) if args.json else render(result))
     return 0
 

@@ -6,11 +6,15 @@ A smoke test only: it never asserts timing.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "store.py"
+UUID_ID = r"subattempt_[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}"
 OPERATIONS = {"accept", "update", "heartbeat", "terminal_commit", "claim", "acknowledge"}
 
 
@@ -48,7 +52,7 @@ def test_the_store_bench_prints_every_operation_and_the_reconcile_ratio_as_json(
 
 def test_the_store_bench_prints_a_table_for_people() -> None:
     done = subprocess.run(
-        [sys.executable, str(BENCH), "--quick"],
+        [sys.executable, str(BENCH), "--quick", "--ids", "supervisor"],
         capture_output=True,
         text=True,
         timeout=240,
@@ -58,5 +62,27 @@ def test_the_store_bench_prints_a_table_for_people() -> None:
     for name in OPERATIONS:
         assert name in done.stdout
     assert "reconcile ratio" in done.stdout
+    assert "(supervisor ids)" in done.stdout
     assert "8 attempts per session" in done.stdout
     assert "pages/commit" in done.stdout
+
+
+def test_supervisor_shaped_ids_look_like_the_supervisors_and_repeat_from_run_to_run() -> None:
+    from bench.store import Records
+    from storage import ManualClock
+
+    records = Records(ManualClock(start=0.0), "supervisor")
+    first = [records.acceptance(n) for n in range(50)]
+    again = [records.acceptance(n) for n in range(50)]
+    assert [r.attempt_id for r in first] == [r.attempt_id for r in again]
+    assert len({r.attempt_id for r in first}) == 50
+    for record in first:
+        assert re.fullmatch(UUID_ID, record.attempt_id)
+        assert re.fullmatch(r"bench-bg-[0-9a-f]{8}", record.agent_id)
+    # Not in acceptance order: that is what makes them land on random leaves.
+    assert [r.attempt_id for r in first] != sorted(r.attempt_id for r in first)
+
+    sequential = Records(ManualClock(start=0.0))
+    assert sequential.acceptance(7).attempt_id == "subattempt_00000007"
+    with pytest.raises(ValueError, match="ids must be one of"):
+        Records(ManualClock(start=0.0), "uuid")
