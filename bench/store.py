@@ -37,11 +37,12 @@ before the fsync).
 
 Ids. By default the measured attempts have short sequential ids
 (``subattempt_00000001``, agent ``bench-bg-00000001``). ``--ids supervisor``
-gives them the supervisor's shapes instead (``subattempt_<uuid4>``, agent
-``bench-bg-<8 random hex digits>``, from a seeded generator so every run
-writes the same keys): random 47-byte keys land on random leaves and make the
-index tree one level deeper at this size, so each operation that touches it
-writes one to two more pages. The reconcile figure always uses sequential ids.
+gives them the host's and the supervisor's shapes instead (session
+``session_<uuid4 hex>``, ``subattempt_<uuid4>``, agent ``bench-bg-<8 random
+hex digits>``, from a seeded generator so every run writes the same keys):
+longer keys in random order land on random leaves and make the index tree one
+level deeper at this size, so an operation that touches both trees writes one
+to two more pages. The reconcile figure always uses sequential ids.
 
 This is a benchmark, not a test: it never asserts timing. Exit status is 0
 whether or not targets are met.
@@ -128,6 +129,10 @@ class Records:
             raise ValueError(f"ids must be one of {IDS}, not {ids!r}")
         self.clock = clock
         self.ids = ids
+        # The host names a new session ``session_<uuid4 hex>``.
+        self.session_id = (
+            SESSION if ids == "sequential" else f"session_{uuid.UUID(int=0x5E55, version=4).hex}"
+        )
 
     def _ids(self, n: int) -> tuple[str, str]:
         if self.ids == "sequential":
@@ -136,15 +141,17 @@ class Records:
         attempt = uuid.UUID(int=rng.getrandbits(128), version=4)
         return f"subattempt_{attempt}", f"bench-bg-{rng.getrandbits(32):08x}"
 
-    def session(self, session_id: str = SESSION) -> Any:
+    def session(self, session_id: str | None = None) -> Any:
         from storage import SessionRecord
 
+        session_id = session_id or self.session_id
         now = self.clock.now()
         return SessionRecord(session_id=session_id, namespace_id=NS, created_at=now, updated_at=now)
 
-    def acceptance(self, n: int, ttl: float = 3600.0, session_id: str = SESSION) -> Any:
+    def acceptance(self, n: int, ttl: float = 3600.0, session_id: str | None = None) -> Any:
         from storage import AttemptRecord, OwnerLease
 
+        session_id = session_id or self.session_id
         now = self.clock.now()
         attempt_id, agent_id = self._ids(n)
         return AttemptRecord(
@@ -372,7 +379,7 @@ def store_ops(directory: Path, raw: RawLmdb, count: int, ids: str = "sequential"
         results[name] = figures
 
     try:
-        _setup_session(store, clock)
+        _setup_session(store, clock, records.session_id)
         batching = measure_operation_mix(
             store,
             clock,
