@@ -5,7 +5,8 @@ directory or, with ``--store postgresql://...``, on a database shared by
 several hosts), ``db migrate`` (apply the PostgreSQL schema), ``run``
 (one-shot, blocking delegation), ``worker`` (delegation disabled),
 ``diagram`` (mermaid of the lifecycles), ``verify`` (the properties suite),
-``attempts list|show|cancel`` (trusted operations on a data directory),
+``attempts list|show|cancel`` (trusted operations on a data directory or a
+PostgreSQL store),
 ``chat`` (interactive, background delegation) and ``demo`` (the offline
 end-to-end story: delegate, steer, cancel, kill, restart, reconcile).
 
@@ -43,14 +44,17 @@ from ._host import (
     open_host,
 )
 from ._host._datadir import (
+    OpenedStore,
     check_store_url,
     mask_url,
+    open_store,
+    open_store_url,
     redact,
     resolve_data_dir,
     store_url_error,
     url_password,
 )
-from ._host._trusted import cancel_attempt, list_attempts, show_attempt
+from ._host._trusted import TrustedAttempts
 
 EXIT_USAGE = 2
 
@@ -58,7 +62,7 @@ _FIXES: dict[str, str] = {
     "ModelResolutionError": "check the model_id (provider:model) and the provider setup",
     "MissingApiKey": "export the provider's API key, or use a test: model",
     "ProviderNotInstalled": "install the provider's extra, e.g. pip install 'subagents[openai]'",
-    "NotFound": "check the id (subagents attempts list --data-dir ...)",
+    "NotFound": "check the id (subagents attempts list --data-dir ... or --store ...)",
 }
 
 
@@ -391,14 +395,19 @@ def _verify_report(args: argparse.Namespace) -> int:
 # -- attempts ---------------------------------------------------------------------------------
 
 
-def _data_dir(args: argparse.Namespace) -> Path:
+def _attempts_store(args: argparse.Namespace) -> OpenedStore:
+    """The store ``attempts`` works on: a data directory (LMDB, opened beside a
+    host that may be serving it) or a PostgreSQL URL (never migrated here: an
+    inspection command does not change the schema)."""
+    if args.store:
+        return open_store_url(args.store, schema=args.schema, migrate=False, pool_size=1)
     directory = resolve_data_dir(None, args.data_dir)
     if not (directory / "lmdb").exists():
         raise _CliError(
             f"no store in data directory {directory}",
             "pass the --data-dir a host was served with",
         )
-    return directory
+    return open_store(directory, shared=True)
 
 
 def _attempts_table(views: Sequence[AttemptView]) -> Table:
@@ -425,21 +434,24 @@ def _attempts_table(views: Sequence[AttemptView]) -> Table:
 
 def _attempts(args: argparse.Namespace) -> int:
     console = Console(highlight=False)
-    directory = _data_dir(args)
-    if args.attempts_command == "list":
-        views = list_attempts(directory, namespace_id=args.namespace, session_id=args.session)
-        console.print(_attempts_table(views))
-        return 0
-    if args.attempts_command == "show":
-        found = show_attempt(directory, args.attempt_id)
-        table = Table(show_header=False, title=found.attempt_id)
-        table.add_column("field", no_wrap=True)
-        table.add_column("value", no_wrap=True)
-        for key in AttemptView.__struct_fields__:
-            table.add_row(key, str(getattr(found, key)))
-        console.print(table)
-        return 0
-    cancelled = cancel_attempt(directory, args.attempt_id, args.reason)
+    opened = _attempts_store(args)
+    try:
+        trusted = TrustedAttempts(opened.store, getattr(args, "namespace", "default"))
+        if args.attempts_command == "list":
+            console.print(_attempts_table(trusted.list(args.session)))
+            return 0
+        if args.attempts_command == "show":
+            found = trusted.show(args.attempt_id)
+            table = Table(show_header=False, title=found.attempt_id)
+            table.add_column("field", no_wrap=True)
+            table.add_column("value", no_wrap=True)
+            for key in AttemptView.__struct_fields__:
+                table.add_row(key, str(getattr(found, key)))
+            console.print(table)
+            return 0
+        cancelled = trusted.cancel(args.attempt_id, args.reason)
+    finally:
+        opened.close()
     console.print(
         f"attempt {cancelled.attempt_id}: {cancelled.execution_status} ({cancelled.phase})"
     )
@@ -600,14 +612,17 @@ def _build_parser() -> argparse.ArgumentParser:
     asub = attempts.add_subparsers(dest="attempts_command", required=True, metavar="ACTION")
     alist = asub.add_parser("list", help="every attempt")
     alist.add_argument("--session", help="only this session")
-    alist.add_argument("--namespace", default="default")
+    alist.add_argument("--namespace", default="default", help="the attempts' namespace")
     ashow = asub.add_parser("show", help="one attempt")
     ashow.add_argument("attempt_id")
     acancel = asub.add_parser("cancel", help="cancel an attempt whose owner is gone")
     acancel.add_argument("attempt_id")
     acancel.add_argument("--reason", default="cancelled by operator")
     for p in (alist, ashow, acancel):
-        p.add_argument("--data-dir", required=True, help="the host's data directory")
+        where = p.add_mutually_exclusive_group(required=True)
+        where.add_argument("--data-dir", help="the host's data directory (LMDB)")
+        where.add_argument("--store", metavar="URL", help="the hosts' postgresql://... store")
+        p.add_argument("--schema", default="public", help="with --store: PostgreSQL schema")
 
     db = sub.add_parser("db", help="the PostgreSQL store's schema")
     dsub = db.add_subparsers(dest="db_command", required=True, metavar="ACTION")

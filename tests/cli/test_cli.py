@@ -10,16 +10,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "host"))
 
-from host_helpers import REPO, run_cli
+from host_helpers import REPO, run_cli, seed_two_attempts
 
 from statemachines import MACHINES
-from storage import (
-    AttemptRecord,
-    LmdbSessionStore,
-    ManualClock,
-    OwnerLease,
-    SessionRecord,
-)
+from storage import LmdbSessionStore, ManualClock
 from subagents._host import (
     AttemptOwned,
     cancel_attempt,
@@ -95,38 +89,10 @@ def test_verify_runs_the_properties_suite() -> None:
 
 
 def seed_attempts(data_dir: Path) -> None:
-    """Two attempts: one whose owner's lease lapsed long ago, one under a live lease."""
     clock = ManualClock(start=time.time() - 1000)
     store = LmdbSessionStore(data_dir / "lmdb", clock=clock)
     try:
-        now = clock.now()
-        store.create_session(
-            SessionRecord(session_id="s1", namespace_id="default", created_at=now, updated_at=now)
-        )
-
-        def accept(attempt_id: str, ttl: float) -> None:
-            at = clock.now()
-            store.accept_attempt(
-                AttemptRecord(
-                    attempt_id=attempt_id,
-                    agent_id=f"research-bg-{attempt_id[-8:]}",
-                    subagent_name="research",
-                    namespace_id="default",
-                    parent_session_id="s1",
-                    parent_run_id="run-1",
-                    owner_lease=OwnerLease(
-                        host_instance_id="host-dead",
-                        fencing_generation=1,
-                        heartbeat_at=at,
-                        lease_expires_at=at + ttl,
-                    ),
-                    accepted_at=at,
-                    updated_at=at,
-                )
-            )
-
-        accept("subattempt_0000lost", 30.0)
-        accept("subattempt_0000live", 10_000.0)
+        seed_two_attempts(store, clock)
     finally:
         store.close()
 

@@ -1,4 +1,5 @@
-"""``serve --store postgresql://...`` and ``db migrate|status``: readable errors, masked passwords.
+"""``serve --store``, ``db migrate|status`` and ``attempts --store`` on PostgreSQL:
+readable errors, masked passwords.
 
 Every failure exits with status 2 and prints ``error:`` / ``fix:`` lines,
 never a traceback, and never the password of the URL it was given. The
@@ -8,13 +9,16 @@ PostgreSQL cases need a server (skipped outside CI without one).
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "host"))
 
 import pytest
-from host_helpers import run_cli
+from host_helpers import run_cli, seed_two_attempts
 from postgres_db import scratch_database
+
+from storage import ManualClock
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -85,3 +89,45 @@ def test_db_migrate_applies_every_migration_once_and_status_reports_it(tmp_path:
         assert "applied migrations: none (up to date)" in again.stdout
         status = run_cli("db", "status", "--store", url)
         assert "schema version 3 (latest 3)" in status.stdout
+
+
+def test_attempts_list_show_and_cancel_work_on_a_postgresql_store() -> None:
+    from storage import PostgresSessionStore
+
+    with scratch_database("subagents_cli") as url:
+        unmigrated = run_cli("attempts", "list", "--store", url)
+        assert_readable_error(unmigrated, "not migrated", "subagents db migrate")
+        clock = ManualClock(start=time.time() - 1000)
+        store = PostgresSessionStore(url, clock=clock, pool_size=1)  # migrates on open
+        try:
+            seed_two_attempts(store, clock)
+        finally:
+            store.close()
+
+        listed = run_cli("attempts", "list", "--store", url)
+        assert listed.returncode == 0, listed.stderr
+        assert "2 attempts" in listed.stdout
+        assert "subattempt_0000lost" in listed.stdout
+        shown = run_cli("attempts", "show", "subattempt_0000live", "--store", url)
+        assert shown.returncode == 0, shown.stderr
+        assert "host-dead" in shown.stdout
+        cancelled = run_cli("attempts", "cancel", "subattempt_0000lost", "--store", url)
+        assert cancelled.returncode == 0, cancelled.stderr
+        assert "subattempt_0000lost: cancelled" in cancelled.stdout
+        owned = run_cli("attempts", "cancel", "subattempt_0000live", "--store", url)
+        assert_readable_error(owned, "owned by live host host-dead")
+        missing = run_cli("attempts", "show", "subattempt_nope", "--store", url)
+        assert_readable_error(missing, "no such attempt")
+
+
+def test_attempts_take_a_data_dir_or_a_store_not_both() -> None:
+    both = run_cli("attempts", "list", "--data-dir", "d", "--store", "postgresql://h/db")
+    assert both.returncode == 2
+    assert "not allowed with argument" in both.stderr
+    neither = run_cli("attempts", "list")
+    assert neither.returncode == 2
+    assert "one of the arguments --data-dir --store is required" in neither.stderr
+    assert_readable_error(
+        run_cli("attempts", "list", "--store", f"mysql://bob:{SECRET}@db/x"),
+        "is not a PostgreSQL URL",
+    )

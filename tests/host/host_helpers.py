@@ -13,7 +13,14 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from storage import MemorySessionStore
+from storage import (
+    AttemptRecord,
+    ManualClock,
+    MemorySessionStore,
+    OwnerLease,
+    SessionRecord,
+    SessionStore,
+)
 from subagents import ModelProviderRegistry
 from subagents._host import Connection, Dispatcher, HostService, parse_host_config
 from subagents._host._eventlog import MemoryEventLog
@@ -243,3 +250,33 @@ async def next_event(
 planner = scripted_planner()
 """A scripted parent: delegates to ``research`` in the background once, then
 carries on; a continuation run answers with the result's last line."""
+
+
+def seed_two_attempts(store: SessionStore, clock: ManualClock) -> None:
+    """For ``subagents attempts``: in session ``s1``, ``subattempt_0000lost``
+    (its owner's 30 s lease lapsed if ``clock`` started 1000 s ago) and
+    ``subattempt_0000live`` (a lease of 10,000 s), both owned by ``host-dead``."""
+    now = clock.now()
+    store.create_session(
+        SessionRecord(session_id="s1", namespace_id="default", created_at=now, updated_at=now)
+    )
+    for attempt_id, ttl in (("subattempt_0000lost", 30.0), ("subattempt_0000live", 10_000.0)):
+        at = clock.now()
+        store.accept_attempt(
+            AttemptRecord(
+                attempt_id=attempt_id,
+                agent_id=f"research-bg-{attempt_id[-8:]}",
+                subagent_name="research",
+                namespace_id="default",
+                parent_session_id="s1",
+                parent_run_id="run-1",
+                owner_lease=OwnerLease(
+                    host_instance_id="host-dead",
+                    fencing_generation=1,
+                    heartbeat_at=at,
+                    lease_expires_at=at + ttl,
+                ),
+                accepted_at=at,
+                updated_at=at,
+            )
+        )
