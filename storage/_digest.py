@@ -30,7 +30,10 @@ _json = msgspec.json.Encoder(order="deterministic")
 
 
 def _sha(domain: bytes, *parts: bytes) -> str:
-    return "sha256:" + hashlib.sha256(domain + b"".join(parts)).hexdigest()
+    h = hashlib.sha256(domain)
+    for part in parts:
+        h.update(part)
+    return "sha256:" + h.hexdigest()
 
 
 def result_digest(content: str | None, error: str | None = None) -> str:
