@@ -21,7 +21,8 @@ In one run, on one temporary directory (so one disk), it measures:
   is in use (12,500 sessions of history in the large case), not piled into one.
   The active attempts hold unexpired leases, so reconcile visits every one of
   them and changes none (the steady state of a healthy host); the history is
-  built with ``sync=False`` and measured after reopening with ``sync=True``.
+  built with ``sync=False`` and measured after reopening with ``sync=True``;
+  the two histories are timed in turn, so the machine's drift hits both alike.
 
 fsync latency drifts (other work shares the disk), so every measured store
 operation runs right after one raw commit on a second environment in the same
