@@ -52,6 +52,7 @@ whether or not targets are met.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -488,12 +489,13 @@ def reconcile_seconds(
     _build_history(small_dir, small, active)
     _build_history(large_dir, large, active)
     clock = ManualClock(start=1_700_000_000.0 + 60.0)
-    stores = [
-        LmdbSessionStore(directory, clock=clock, sync=True, map_size=MAP_SIZE)
-        for directory in (small_dir, large_dir)
-    ]
     times: tuple[list[float], list[float]] = ([], [])
-    try:
+    with contextlib.ExitStack() as opened:
+        stores = []
+        for directory in (small_dir, large_dir):
+            store = LmdbSessionStore(directory, clock=clock, sync=True, map_size=MAP_SIZE)
+            opened.callback(store.close)
+            stores.append(store)
         for store in stores:
             store.reconcile(NS)  # untimed: map the pages both sides read
         for n in range(repeats):
@@ -508,9 +510,6 @@ def reconcile_seconds(
             if visited != active:
                 raise RuntimeError(f"expected {active} active attempts, found {visited}")
         return statistics.median(times[0]), statistics.median(times[1])
-    finally:
-        for store in stores:
-            store.close()
 
 
 def run(quick: bool, ids: str = "sequential") -> dict[str, Any]:
