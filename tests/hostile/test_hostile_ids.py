@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from properties.reliability._hostile import SEED_SESSION, hostile_host
 from storage import (
     AdmissionLease,
     InputPart,
@@ -25,7 +26,6 @@ from storage import (
     SessionStore,
 )
 from subagents._host._methods import MAX_ID_BYTES, RunStartParams
-from subagents._reliability._hostile import SEED_SESSION, _host
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -100,7 +100,7 @@ def test_the_params_struct_names_an_over_long_idempotency_key() -> None:
 async def test_a_host_on_lmdb_answers_an_over_long_key_with_invalid_params(
     tmp_path: Path,
 ) -> None:
-    async with _host(store=LmdbSessionStore(tmp_path / "db", sync=False)) as host:
+    async with hostile_host(store=LmdbSessionStore(tmp_path / "db", sync=False)) as host:
         reply = await host.call(
             "run.start", {"session_id": SEED_SESSION, "input": "hi", "idempotency_key": "k" * 600}
         )

@@ -26,8 +26,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ._agent_spec import ModelProviderRegistry, default_model_providers
-from ._models import (
+from ..._agent_spec import ModelProviderRegistry, default_model_providers
+from ..._models import (
     FunctionModel,
     ModelMessage,
     ModelRequest,
@@ -39,6 +39,12 @@ from ._models import (
     ToolReturnPart,
     UserPromptPart,
 )
+
+ASSETS = Path(__file__).with_name("assets")
+DEMO_CONFIG = ASSETS / "demo.toml"
+"""The demo host's configuration: the ``demo:`` models, subagents researcher, reviewer, debugger."""
+CHAT_CONFIG = ASSETS / "chat.toml"
+"""The offline chat's configuration: ``demo:assistant`` hands each prompt to ``researcher``."""
 
 PROVIDER = "demo"
 GATES_ENV = "SUBAGENTS_DEMO_GATES"
