@@ -139,3 +139,9 @@ def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
     )
     found = {target for _, target in _imported_packages(source)}
     assert found == {"os", "typing", "actors", "subagents"}
+
+
+def test_the_checker_sees_a_relative_import_of_the_harness(tmp_path: Path) -> None:
+    source = tmp_path / "mod.py"
+    source.write_text("from .reliability import report\nfrom . import reliability\n")
+    assert [module for _, module in _relative_imports(source)] == ["reliability", "reliability"]

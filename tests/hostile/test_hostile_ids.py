@@ -1,10 +1,10 @@
 """Over-long ids: refused with a typed error naming the id, on every store alike.
 
-LMDB cannot hold a key over 511 bytes; before the limit an over-long session id
-or idempotency key was a storage failure (-32000) on LMDB and accepted in
-memory. Now the host answers -32602 naming the field, the store refuses it
-with :class:`~storage.InvalidRecord` (a ``Conflict``) naming the id, and ids
-at the limit fit every LMDB key they are part of.
+LMDB cannot hold a key over 511 bytes, so ids have a byte limit that every
+store enforces the same way: the host answers an over-long session id or
+idempotency key with -32602 naming the field, the store refuses it with
+:class:`~storage.InvalidRecord` (a ``Conflict``) naming the id, and ids at the
+limit fit every LMDB key they are part of.
 """
 
 from __future__ import annotations

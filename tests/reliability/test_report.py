@@ -32,7 +32,7 @@ def _row(**overrides: object) -> rep.PropertyRow:
     return msgspec.convert(fields, rep.PropertyRow)
 
 
-def test_the_ci_budget_runs_the_sizes_the_issue_asks_for() -> None:
+def test_the_ci_and_deep_budgets_run_at_least_the_required_sizes() -> None:
     assert CI.min_steps >= 10_000
     assert CI.crash_cycles >= 200
     deep = rep.BUDGETS["deep"]
