@@ -59,6 +59,67 @@ MINIMUM_CASES: dict[str, int] = {
 """Each family must really run every one of its cases (a run that tried fewer is red)."""
 
 
+FamilyRun = Callable[[Path], tuple[int, list[str]]]
+"""One family's run in a scratch directory: (cases tried, violations)."""
+
+
+def _markdown(root: Path) -> tuple[int, list[str]]:
+    found = [v for case in MARKDOWN_CASES for v in check_markdown(case)]
+    found += check_markdown_directory(root / "markdown")
+    return len(MARKDOWN_CASES) + 1, found
+
+
+def _toml(root: Path) -> tuple[int, list[str]]:
+    return len(TOML_CASES), [v for c in TOML_CASES for v in check_toml(c, root / "toml")]
+
+
+async def _jsonrpc_in_process(root: Path) -> list[str]:
+    store = LmdbSessionStore(root / "jsonrpc-lmdb", sync=False)
+    found: list[str] = []
+    async with hostile_host(store=store) as host:
+        for case in FRAME_CASES:
+            found += await check_frame(host, case)
+        app = HttpApp(host)
+        for case in FRAME_CASES:
+            found += await check_http_frame(host, app, case)
+        found += await check_http_unauthorized(host, app)
+    return found
+
+
+def _jsonrpc(root: Path) -> tuple[int, list[str]]:
+    found = asyncio.run(_jsonrpc_in_process(root))
+    lines, stdio_found = run_stdio_lines(root / "stdio")
+    return 2 * len(FRAME_CASES) + 1 + lines, found + stdio_found
+
+
+async def _tool_arguments(root: Path) -> list[str]:
+    async with tool_bench() as bench:
+        return [v for c in TOOL_ARGUMENT_CASES for v in await check_tool_arguments(bench, c)]
+
+
+async def _sizes(root: Path) -> list[str]:
+    found: list[str] = []
+    async with hostile_host() as host:
+        for case in SIZE_CASES:
+            found += await check_size(case, host)
+    return found
+
+
+async def _lmdb_full(root: Path) -> list[str]:
+    return [v for c in LMDB_CASES for v in await check_lmdb(c, root / "lmdb")]
+
+
+FAMILY_RUNS: tuple[tuple[str, FamilyRun], ...] = (
+    ("markdown", _markdown),
+    ("toml", _toml),
+    ("jsonrpc", _jsonrpc),
+    ("tool-arguments", lambda root: (len(TOOL_ARGUMENT_CASES), asyncio.run(_tool_arguments(root)))),
+    ("sizes", lambda root: (len(SIZE_CASES), asyncio.run(_sizes(root)))),
+    ("lmdb-full", lambda root: (len(LMDB_CASES), asyncio.run(_lmdb_full(root)))),
+)
+"""Every family, in run order (the names of :data:`FAMILIES`)."""
+
+
 def run_hostile_corpus(
     *, workdir: Path, progress: Callable[[str], None] | None = None
 ) -> HostileReport:
@@ -73,79 +134,21 @@ def run_hostile_corpus(
     root = Path(tempfile.mkdtemp(prefix="hostile-", dir=workdir))
     counts: dict[str, int] = dict.fromkeys(FAMILIES, 0)
     violations: list[str] = []
-
-    def family(name: str, run: Callable[[], tuple[int, list[str]]]) -> None:
-        if progress is not None:
-            progress(name)
-        try:
-            tried, found = run()
-        except BaseException as exc:
-            tried, found = 0, [untyped(name, exc)]
-        counts[name] += tried
-        violations.extend(found)
-
-    def markdown() -> tuple[int, list[str]]:
-        found = [v for case in MARKDOWN_CASES for v in check_markdown(case)]
-        found += check_markdown_directory(root / "markdown")
-        return len(MARKDOWN_CASES) + 1, found
-
-    def toml() -> tuple[int, list[str]]:
-        return len(TOML_CASES), [v for c in TOML_CASES for v in check_toml(c, root / "toml")]
-
-    def jsonrpc() -> tuple[int, list[str]]:
-        async def in_process() -> list[str]:
-            store = LmdbSessionStore(root / "jsonrpc-lmdb", sync=False)
-            found: list[str] = []
-            async with hostile_host(store=store) as host:
-                for case in FRAME_CASES:
-                    found += await check_frame(host, case)
-                app = HttpApp(host)
-                for case in FRAME_CASES:
-                    found += await check_http_frame(host, app, case)
-                found += await check_http_unauthorized(host, app)
-            return found
-
-        found = asyncio.run(in_process())
-        lines, stdio_found = run_stdio_lines(root / "stdio")
-        return 2 * len(FRAME_CASES) + 1 + lines, found + stdio_found
-
-    def tools() -> tuple[int, list[str]]:
-        async def run() -> list[str]:
-            async with tool_bench() as bench:
-                return [
-                    v for c in TOOL_ARGUMENT_CASES for v in await check_tool_arguments(bench, c)
-                ]
-
-        return len(TOOL_ARGUMENT_CASES), asyncio.run(run())
-
-    def sizes() -> tuple[int, list[str]]:
-        async def run() -> list[str]:
-            found: list[str] = []
-            async with hostile_host() as host:
-                for case in SIZE_CASES:
-                    found += await check_size(case, host)
-            return found
-
-        return len(SIZE_CASES), asyncio.run(run())
-
-    def lmdb_full() -> tuple[int, list[str]]:
-        async def run() -> list[str]:
-            return [v for c in LMDB_CASES for v in await check_lmdb(c, root / "lmdb")]
-
-        return len(LMDB_CASES), asyncio.run(run())
-
     # Hostile input makes the host log what it refused (a full map, say); the report
     # carries the verdicts, so keep the host's log quiet for the run.
     host_log = logging.getLogger("subagents.host")
     level = host_log.level
     host_log.setLevel(logging.CRITICAL)
     try:
-        family("markdown", markdown)
-        family("toml", toml)
-        family("jsonrpc", jsonrpc)
-        family("tool-arguments", tools)
-        family("sizes", sizes)
-        family("lmdb-full", lmdb_full)
+        for name, run in FAMILY_RUNS:
+            if progress is not None:
+                progress(name)
+            try:
+                tried, found = run(root)
+            except BaseException as exc:
+                tried, found = 0, [untyped(name, exc)]
+            counts[name] += tried
+            violations.extend(found)
     finally:
         host_log.setLevel(level)
         shutil.rmtree(root, ignore_errors=True)
