@@ -6,4 +6,5 @@ import sys
 
 from ._main import main
 
-sys.exit(main())
+if __name__ == "__main__":  # importing this module (a package walk, say) runs nothing
+    sys.exit(main())
