@@ -15,6 +15,8 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import pytest
+from subagents._delegation._background import STEERING_PREFIX
+from subagents._delegation._delivery import BACKGROUND_RESULT_PREFIX
 
 from storage import SeededIds
 from subagents import (
@@ -53,7 +55,6 @@ from subagents import (
     ToolResult,
     UserPromptPart,
 )
-from subagents._async_delegation import BACKGROUND_RESULT_PREFIX, STEERING_PREFIX
 
 CONTROL_TOOLS = {
     "delegate",
@@ -847,7 +848,7 @@ async def test_supervisor_limits_reach_the_model_as_typed_tool_errors(
 
 
 def test_the_sdk_keeps_child_histories_for_the_most_recently_used_agents_only() -> None:
-    from subagents._async_delegation import _SharedState
+    from subagents._delegation._background import _SharedState
 
     state = _SharedState(max_histories=3)
     for n in range(10):

@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from subagents._agent._context import SUBAGENT_STACK_KEY
 
 from storage import ManualClock, SeededIds
 from subagents import (
@@ -39,7 +40,6 @@ from subagents import (
     ToolContext,
     ToolError,
 )
-from subagents._context import SUBAGENT_STACK_KEY
 
 
 def _child(text: str = "child") -> Any:
@@ -450,8 +450,8 @@ def test_the_delegate_tool_schema_lists_the_registered_names_and_forbids_extras(
 
     schema = registry.delegate_tool().definition().parameters_schema
 
-    assert schema["properties"]["name"]["enum"] == ["research", "writer"]
-    assert schema["required"] == ["name", "prompt"]
+    assert schema["properties"]["subagent_name"]["enum"] == ["research", "writer"]
+    assert schema["required"] == ["subagent_name", "prompt"]
     assert schema["additionalProperties"] is False
 
 

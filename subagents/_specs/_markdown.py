@@ -49,8 +49,8 @@ from typing import Any, NamedTuple
 import msgspec
 import yaml
 
-from ._errors import SubagentSpecError
-from ._records import Record
+from .._agent._records import Record
+from .._errors import SubagentSpecError
 
 MAX_SPEC_BYTES = 1024 * 1024
 MAX_YAML_NODES = 100_000

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ._errors import ToolArgumentError, ToolSchemaError
+from .._errors import ToolArgumentError, ToolSchemaError
 
 Validator = Callable[[Any, str], None]
 
