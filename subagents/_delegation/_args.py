@@ -89,6 +89,16 @@ def _subagent_name(tool: str, args: _DelegateArgs | _AsyncDelegateArgs) -> str:
     return name
 
 
+_D = TypeVar("_D", _DelegateArgs, _AsyncDelegateArgs)
+
+
+def _delegate_args(tool: str, arguments: Any, kind: type[_D]) -> _D:
+    """``arguments`` of a ``delegate`` tool, validated, the subagent named exactly once."""
+    args = _convert(tool, arguments, kind)
+    _subagent_name(tool, args)
+    return args
+
+
 def _subagent_name_schema(roster: list[str]) -> dict[str, Any]:
     """The ``subagent_name`` property of a ``delegate`` schema (an enum of ``roster``)."""
     schema: dict[str, Any] = {

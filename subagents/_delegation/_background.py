@@ -53,7 +53,7 @@ from .._agent._ids import RunId, TaskId
 from .._agent._models import ModelMessage, ModelRequest, UserPromptPart
 from .._agent._result import AgentResult
 from .._agent._run import Agent
-from .._agent._stream import AgentStreamRecord, AgentStreamSink, AgentStreamSource
+from .._agent._stream import AgentStreamRecord, AgentStreamSink
 from .._agent._tools import ToolRegistry
 from .._agent._usage import Usage
 from ._child_run import (
@@ -66,14 +66,7 @@ from ._child_run import (
     error_text,
     run_child,
 )
-from ._events import (
-    SUBAGENT_COMPLETED,
-    SUBAGENT_FAILED,
-    SUBAGENT_STARTED,
-    SUBAGENT_STREAM_RECORD,
-    SubagentLifecycleEvent,
-    SubagentLifecycleKind,
-)
+from ._events import SubagentLifecycleKind, child_source, lifecycle_event, stream_record_event
 from ._hooks import SubagentExecutionMetadata
 from ._registry import SubagentRegistry
 
@@ -279,6 +272,7 @@ class _RunCancelled(Exception):
         super().__init__("cancelled")
 
 
+@dataclass(eq=False)
 class _BackgroundMode(ChildRunMode):
     """Background delegation under the child-run protocol: one supervisor attempt.
 
@@ -288,22 +282,17 @@ class _BackgroundMode(ChildRunMode):
     attempt's cancellation; the child sees queued steering at each turn start.
     """
 
-    def __init__(
-        self,
-        registry: SubagentRegistry,
-        state: _SharedState,
-        request: ChildRequest,
-        control: ChildControl,
-        launch: _Launch | None,
-    ) -> None:
-        self.registry = registry
-        self.state = state
-        self.request = request
-        self.control = control
-        self.launch = launch
+    registry: SubagentRegistry
+    state: _SharedState
+    request: ChildRequest
+    control: ChildControl
+    launch: _Launch | None
+
+    def __post_init__(self) -> None:
+        request = self.request
         self.name = request.subagent_name
         self.task_id = TaskId.from_string(request.attempt_id)
-        self.history = state.history(request.agent_id) if request.continued else ()
+        self.history = self.state.history(request.agent_id) if request.continued else ()
         self.base: dict[str, Any] = {
             "agent_id": request.agent_id,
             "attempt_id": request.attempt_id,
@@ -341,13 +330,8 @@ class _BackgroundMode(ChildRunMode):
     def started(self, run: ChildRun) -> None:
         self.control.report_child_run_id(run.run_id.as_str())
         self.control.report_progress("running")
-        event = SubagentLifecycleEvent(
-            kind=SubagentLifecycleKind.STARTED,
-            name=self.name,
-            task_id=self.task_id,
-            metadata=self.base,
-        )
-        _publish(self.launch, AgentEvent(kind=SUBAGENT_STARTED, payload=event.to_value()))
+        started = lifecycle_event(SubagentLifecycleKind.STARTED, self.name, self.task_id, self.base)
+        _publish(self.launch, started)
 
     async def execute(self, agent: Agent, run: ChildRun) -> AgentResult:
         """Run the child until it ends or the attempt is cancelled (:class:`_Cancelled`)."""
@@ -436,22 +420,18 @@ class _BackgroundMode(ChildRunMode):
         extra: dict[str, Any],
         messages: tuple[ModelMessage, ...],
     ) -> SubagentContextDelta:
-        completed = status == "completed"
-        lifecycle = AgentEvent(
-            kind=SUBAGENT_COMPLETED if completed else SUBAGENT_FAILED,
-            payload=SubagentLifecycleEvent(
-                kind=SubagentLifecycleKind.COMPLETED if completed else SubagentLifecycleKind.FAILED,
-                name=self.name,
-                task_id=self.task_id,
-                run_id=run.run_id,
-                metadata={
-                    **self.base,
-                    **extra,
-                    "request_count": run.child.usage.requests,
-                    "child_run_id": run.run_id.as_str(),
-                },
-            ).to_value(),
+        kind = (
+            SubagentLifecycleKind.COMPLETED
+            if status == "completed"
+            else SubagentLifecycleKind.FAILED
         )
+        metadata = {
+            **self.base,
+            **extra,
+            "request_count": run.child.usage.requests,
+            "child_run_id": run.run_id.as_str(),
+        }
+        lifecycle = lifecycle_event(kind, self.name, self.task_id, metadata, run.run_id)
         return SubagentContextDelta(
             attempt_id=self.request.attempt_id,
             agent_id=self.request.agent_id,
@@ -473,31 +453,22 @@ class _BackgroundMode(ChildRunMode):
         request, name, task_id = self.request, self.name, self.task_id
 
         def forward(record: AgentStreamRecord) -> None:
-            source = record.source or AgentStreamSource(
+            source = child_source(
+                record,
                 agent_id=request.agent_id,
                 agent_name=name,
                 task_id=task_id,
                 run_id=run.run_id,
                 parent_run_id=run.child.parent_run_id,
-                source_sequence=record.sequence,
             )
-            attributed = AgentStreamRecord(
-                sequence=record.sequence, kind=record.kind, payload=record.payload, source=source
-            )
-            _publish(
-                self.launch,
-                AgentEvent(
-                    kind=SUBAGENT_STREAM_RECORD,
-                    payload=attributed.to_value(),
-                    metadata={
-                        "subagent_name": name,
-                        "task_id": task_id.as_str(),
-                        "source_sequence": record.sequence,
-                        "agent_id": request.agent_id,
-                        "attempt_id": request.attempt_id,
-                    },
-                ),
-            )
+            metadata = {
+                "subagent_name": name,
+                "task_id": task_id.as_str(),
+                "source_sequence": record.sequence,
+                "agent_id": request.agent_id,
+                "attempt_id": request.attempt_id,
+            }
+            _publish(self.launch, stream_record_event(record, source, metadata))
 
         return forward
 

@@ -22,6 +22,7 @@ from ._args import (
     _AsyncDelegateArgs,
     _CancelArgs,
     _convert,
+    _delegate_args,
     _NoArgs,
     _SteerArgs,
     _subagent_name,
@@ -121,9 +122,7 @@ class AsyncDelegateTool(_BackgroundTool):
         }
 
     def validate(self, arguments: Any) -> _AsyncDelegateArgs:
-        args = _convert(self.name, arguments, _AsyncDelegateArgs)
-        _subagent_name(self.name, args)
-        return args
+        return _delegate_args(self.name, arguments, _AsyncDelegateArgs)
 
     async def invoke(self, context: ToolContext, arguments: Any) -> ToolResult:
         args: _AsyncDelegateArgs = arguments

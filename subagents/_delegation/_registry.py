@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from storage import Clock, IdSource, RandomIds, SystemClock
 
 from .._agent._context import AgentContext, AgentContextHandle
-from .._agent._events import AgentEvent, compact_preview
+from .._agent._events import compact_preview
 from .._agent._hooks import AgentHook, CapabilityBundle
 from .._agent._ids import RunId, TaskId
 from .._agent._result import AgentResult
@@ -41,7 +42,14 @@ from .._errors import (
     SubagentToolInheritanceError,
     ToolError,
 )
-from ._args import _convert, _DelegateArgs, _NoArgs, _subagent_name, _subagent_name_schema
+from ._args import (
+    _convert,
+    _delegate_args,
+    _DelegateArgs,
+    _NoArgs,
+    _subagent_name,
+    _subagent_name_schema,
+)
 from ._child_run import (
     ChildEnd,
     ChildRun,
@@ -54,14 +62,7 @@ from ._child_run import (
     run_child,
 )
 from ._config import SubagentConfig, SubagentParentTools
-from ._events import (
-    SUBAGENT_COMPLETED,
-    SUBAGENT_FAILED,
-    SUBAGENT_STARTED,
-    SUBAGENT_STREAM_RECORD,
-    SubagentLifecycleEvent,
-    SubagentLifecycleKind,
-)
+from ._events import SubagentLifecycleKind, child_source, lifecycle_event, stream_record_event
 from ._hooks import SubagentExecutionMetadata
 from ._task import SubagentResult, SubagentTask
 
@@ -250,55 +251,31 @@ class SubagentRegistry:
         return f"SubagentRegistry({self.names()!r})"
 
 
-def _publish(context: AgentContext, event: SubagentLifecycleEvent) -> None:
-    kind = _EVENT_KINDS[event.kind]
-    context.events.publish(AgentEvent(kind=kind, payload=event.to_value()))
-
-
 def _publish_failed(
     context: AgentContext, name: str, task: SubagentTask, extra: dict[str, Any]
 ) -> None:
     """``subagent_failed`` for a delegation refused before its child started."""
-    _publish(
-        context,
-        SubagentLifecycleEvent(
-            kind=SubagentLifecycleKind.FAILED,
-            name=name,
-            task_id=task.id,
-            metadata={**task.metadata, **extra},
-        ),
+    failed = lifecycle_event(
+        SubagentLifecycleKind.FAILED, name, task.id, {**task.metadata, **extra}
     )
+    context.events.publish(failed)
 
 
-_EVENT_KINDS = {
-    SubagentLifecycleKind.STARTED: SUBAGENT_STARTED,
-    SubagentLifecycleKind.COMPLETED: SUBAGENT_COMPLETED,
-    SubagentLifecycleKind.FAILED: SUBAGENT_FAILED,
-}
-
-
+@dataclass(eq=False)
 class _BlockingMode(ChildRunMode):
     """Blocking delegation under the child-run protocol: the child runs inline in a
     child of the parent context; lifecycle events go straight onto the parent's bus,
     child stream records to the parent's stream (or, without one, onto its bus as
     ``subagent_stream_record`` events), child usage into the parent's usage."""
 
-    def __init__(
-        self,
-        registry: SubagentRegistry,
-        name: str,
-        task: SubagentTask,
-        context: AgentContext,
-        stream_sink: AgentStreamSink | None,
-    ) -> None:
-        self.registry = registry
-        self.name = name
-        self.task = task
-        self.context = context
-        self.stream_sink = stream_sink
-        self.records: list[AgentStreamRecord] = []
-        self.base: dict[str, Any] = {}
-        self.started_at = 0.0
+    registry: SubagentRegistry
+    name: str
+    task: SubagentTask
+    context: AgentContext
+    stream_sink: AgentStreamSink | None
+    records: list[AgentStreamRecord] = field(default_factory=list)
+    base: dict[str, Any] = field(default_factory=dict)
+    started_at: float = 0.0
 
     # -- the protocol's steps ----------------------------------------------------------------
 
@@ -401,15 +378,13 @@ class _BlockingMode(ChildRunMode):
         return self.registry._clock.monotonic() - self.started_at
 
     def _source(self, run: ChildRun, record: AgentStreamRecord) -> AgentStreamSource:
-        # A record that already carries a source came from a grandchild: its
-        # attribution is the more precise one, so only its sequence is rebased.
-        return record.source or AgentStreamSource(
+        return child_source(
+            record,
             agent_id=run.child.agent_id,
             agent_name=self.name,
             task_id=self.task.id,
             run_id=run.child.run_id,
             parent_run_id=run.child.parent_run_id,
-            source_sequence=record.sequence,
         )
 
     def _forwarder(
@@ -423,32 +398,19 @@ class _BlockingMode(ChildRunMode):
     def _lifecycle(
         self, kind: SubagentLifecycleKind, run_id: RunId | None, metadata: dict[str, Any]
     ) -> None:
-        _publish(
-            self.context,
-            SubagentLifecycleEvent(
-                kind=kind, name=self.name, task_id=self.task.id, run_id=run_id, metadata=metadata
-            ),
-        )
+        event = lifecycle_event(kind, self.name, self.task.id, metadata, run_id)
+        self.context.events.publish(event)
 
     def _republish(self, run: ChildRun) -> None:
         """Without a parent stream, child records become ``subagent_stream_record`` events."""
         for record in self.records:
-            attributed = AgentStreamRecord(
-                sequence=record.sequence,
-                kind=record.kind,
-                payload=record.payload,
-                source=self._source(run, record),
-            )
+            metadata = {
+                "subagent_name": self.name,
+                "task_id": self.task.id.as_str(),
+                "source_sequence": record.sequence,
+            }
             self.context.events.publish(
-                AgentEvent(
-                    kind=SUBAGENT_STREAM_RECORD,
-                    payload=attributed.to_value(),
-                    metadata={
-                        "subagent_name": self.name,
-                        "task_id": self.task.id.as_str(),
-                        "source_sequence": record.sequence,
-                    },
-                )
+                stream_record_event(record, self._source(run, record), metadata)
             )
         self.records.clear()
 
@@ -495,9 +457,7 @@ class DelegateTool(Tool):
         self.metadata = {"kind": "delegation"}
 
     def validate(self, arguments: Any) -> _DelegateArgs:
-        args = _convert(self.name, arguments, _DelegateArgs)
-        _subagent_name(self.name, args)
-        return args
+        return _delegate_args(self.name, arguments, _DelegateArgs)
 
     async def invoke(self, context: ToolContext, arguments: Any) -> ToolResult:
         args: _DelegateArgs = arguments

@@ -15,8 +15,6 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import pytest
-from subagents._delegation._background import STEERING_PREFIX
-from subagents._delegation._delivery import BACKGROUND_RESULT_PREFIX
 
 from storage import SeededIds
 from subagents import (
@@ -55,6 +53,8 @@ from subagents import (
     ToolResult,
     UserPromptPart,
 )
+from subagents._delegation._background import STEERING_PREFIX
+from subagents._delegation._delivery import BACKGROUND_RESULT_PREFIX
 
 CONTROL_TOOLS = {
     "delegate",

@@ -6,7 +6,6 @@ import asyncio
 from typing import Any
 
 import pytest
-from subagents._agent._context import SUBAGENT_STACK_KEY
 
 from storage import ManualClock, SeededIds
 from subagents import (
@@ -40,6 +39,7 @@ from subagents import (
     ToolContext,
     ToolError,
 )
+from subagents._agent._context import SUBAGENT_STACK_KEY
 
 
 def _child(text: str = "child") -> Any:

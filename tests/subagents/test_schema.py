@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from subagents._agent._schema import compile_schema
 
 from subagents import ToolArgumentError, ToolSchemaError
+from subagents._agent._schema import compile_schema
 
 SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -36,6 +36,7 @@ INTERNAL = {
         "run_child",
     },
     "subagents._delegation._config": {"materialize_child"},
+    "subagents._delegation._events": {"child_source", "lifecycle_event", "stream_record_event"},
     # What AgentBuilder.build() returns: an Agent (exported) that carries its subagents.
     "subagents._delegation._topology": {"DelegatingAgent"},
 }
