@@ -22,7 +22,9 @@ Keys: ``name`` and ``description`` (required strings), ``instruction``
 ``denied_capabilities`` (a list of strings, or one comma-separated string:
 split, trimmed, empties and repeats dropped), ``inherit_hooks``,
 ``inherit_capabilities`` (booleans), ``model`` (string), ``model_settings``,
-``model_config`` (a mapping or a preset name), ``metadata`` (a mapping).
+``model_config`` (a mapping or a preset name; ``model_cfg`` is its alias, so
+``model_cfg: fast`` names the model-config preset ``fast``), ``metadata`` (a
+mapping).
 
 ``spec.metadata`` holds, in this order: ``denied_tools``, ``inherit_hooks``,
 ``inherit_capabilities`` and ``denied_capabilities`` when given, then every
@@ -42,7 +44,7 @@ from __future__ import annotations
 import datetime
 import math
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -70,6 +72,7 @@ _KNOWN_KEYS = frozenset(
         "model",
         "model_settings",
         "model_config",
+        "model_cfg",
         "metadata",
     }
 )
@@ -491,10 +494,25 @@ def _parse(source: str | bytes, path: str | None) -> SubagentSpec:
         optional_tools=lists["optional_tools"],
         model=optional_text("model"),
         model_settings=mapping_or_name("model_settings"),
-        model_config=mapping_or_name("model_config"),
+        model_config=_model_config(values, mapping_or_name, fail_for),
         metadata=metadata,
         warnings=warnings,
     )
+
+
+def _model_config(
+    values: dict[str, Any],
+    mapping_or_name: Callable[[str], dict[str, Any] | str | None],
+    fail_for: Callable[[str | None], _Fail],
+) -> dict[str, Any] | str | None:
+    """``model_config``, or its alias ``model_cfg``; both given must agree."""
+    config = mapping_or_name("model_config")
+    if "model_cfg" not in values:
+        return config
+    alias = mapping_or_name("model_cfg")
+    if "model_config" in values and alias != config:
+        raise fail_for("model_cfg")("model_cfg is an alias of model_config; give one")
+    return alias
 
 
 def load_subagent_file(path: str | os.PathLike[str]) -> SubagentSpec:
