@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from ._context import AgentContext
-    from ._models import ToolCallPart
-    from ._tools import Tool, ToolContext, ToolResult
+from ._context import AgentContext
+from ._models import ToolCallPart
+from ._tools import Tool, ToolContext, ToolResult
 
 
 class AgentHook:

@@ -241,15 +241,16 @@ class Agent:
         steering)."""
         run_id = RunId.generate(self._ids) if run_id is None else run_id
         context.run_id = run_id
-        if context.conversation_id is None:
-            context.conversation_id = ConversationId.generate(self._ids)
+        conversation_id = context.conversation_id
+        if conversation_id is None:
+            conversation_id = context.conversation_id = ConversationId.generate(self._ids)
         start = context.usage.copy()
         messages = self._first_messages(prompt, message_history)
         if sink is not None:
             sink.push(RUN_STARTED, {"run_id": run_id.as_str(), "agent_name": self.name})
         for hook in self._hooks:
             await hook.before_run(context, prompt)
-        turn = _Turn(context, run_id, sink)
+        turn = _Turn(context, run_id, conversation_id, sink)
         while True:
             if turn.requests >= self.request_limit:
                 raise UsageLimitExceeded(
@@ -381,10 +382,10 @@ class Agent:
                 TOOL_CALL,
                 {"tool_name": name, "tool_call_id": call.tool_call_id, "args": call.args},
             )
-        assert turn.dependencies is not None and turn.context.conversation_id is not None
+        assert turn.dependencies is not None  # built by _call_tools before any call
         tool_context = ToolContext(
             turn.run_id,
-            turn.context.conversation_id,
+            turn.conversation_id,
             turn.requests,
             dependencies=turn.dependencies,
             tool_call_id=call.tool_call_id,
@@ -441,11 +442,26 @@ class Agent:
 class _Turn:
     """The mutable state of one run, shared by its steps (one run, one loop: no locking)."""
 
-    __slots__ = ("context", "dependencies", "requests", "retries", "run_id", "sink")
+    __slots__ = (
+        "context",
+        "conversation_id",
+        "dependencies",
+        "requests",
+        "retries",
+        "run_id",
+        "sink",
+    )
 
-    def __init__(self, context: AgentContext, run_id: RunId, sink: AgentStreamSink | None) -> None:
+    def __init__(
+        self,
+        context: AgentContext,
+        run_id: RunId,
+        conversation_id: ConversationId,
+        sink: AgentStreamSink | None,
+    ) -> None:
         self.context = context
         self.run_id = run_id
+        self.conversation_id = conversation_id
         self.sink = sink
         self.requests = 0
         self.retries: dict[str, int] = {}

@@ -1,10 +1,12 @@
-"""Subagents: configuration, the registry that runs delegations, and the ``delegate`` tool.
+"""The subagent registry, blocking delegation, and its ``delegate`` and ``subagent_info`` tools.
 
-A delegation (``SubagentRegistry.delegate_task``) runs the named child agent
+A blocking delegation (``SubagentRegistry.delegate_task``) runs the named child agent
 to completion on the caller's event loop, in a child context that shares the
 parent's dependencies, carries the subagent stack, and adds its usage back to
 the parent. It publishes lifecycle events on the parent context:
-``subagent_started`` → ``subagent_completed`` or ``subagent_failed``.
+``subagent_started`` → ``subagent_completed`` or ``subagent_failed``. The
+child runs under the child-run protocol (``_child_run``) that background
+delegation uses too; :class:`_BlockingMode` is this mode's side of it.
 
 Before the child starts, its tool inheritance policy is resolved against the
 parent's tools (a :class:`SubagentParentTools` dependency, which every agent

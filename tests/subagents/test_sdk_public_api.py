@@ -90,3 +90,18 @@ def test_exported_objects_are_the_private_definitions() -> None:
     from subagents._delegation._registry import SubagentRegistry
 
     assert subagents.SubagentRegistry is SubagentRegistry
+
+
+def test_each_sdk_subpackage_exports_a_sorted_all_of_what_subagents_exports() -> None:
+    """``_agent``, ``_specs`` and ``_delegation`` re-export their public names, and
+    ``subagents`` exports the very same objects."""
+    problems = []
+    for package in SDK_PACKAGES:
+        module = importlib.import_module(package)
+        names = list(module.__all__)
+        if names != sorted(set(names)):
+            problems.append(f"{package}.__all__ is not sorted and unique")
+        for name in names:
+            if getattr(subagents, name, None) is not getattr(module, name):
+                problems.append(f"{package}.{name} is not subagents.{name}")
+    assert problems == []
