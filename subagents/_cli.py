@@ -208,8 +208,8 @@ def _prompt(args: argparse.Namespace) -> str:
 
 
 def _one_shot(args: argparse.Namespace, *, worker: bool) -> int:
+    from ._delegation._config import SubagentDelegationMode  # noqa: PLC0415
     from ._host._agents import AgentFactory  # noqa: PLC0415
-    from ._registry import SubagentDelegationMode  # noqa: PLC0415
 
     config = _config(args)
     factory = AgentFactory(config)

@@ -54,16 +54,8 @@ from actors import (
 )
 from storage import KernelStore, LmdbBackend, LmdbSessionStore, MemorySessionStore, SessionStore
 
-from .._agent import Agent, AgentBuilder
-from .._agent_spec import default_model_providers
-from .._errors import SubagentSpecError
-from .._host._config import HostConfigError, load_host_config, parse_host_config
-from .._host._eventlog import MemoryEventLog
-from .._host._http import build_app
-from .._host._jsonrpc import Connection, Dispatcher, ErrorCode
-from .._host._methods import ID_FIELDS, MAX_ID_BYTES, METHODS
-from .._host._service import MAX_INPUT_BYTES, MAX_STEERING_BYTES, HostService
-from .._models import (
+from .._agent import Agent
+from .._agent._models import (
     FunctionModel,
     ModelMessage,
     ModelRequest,
@@ -71,8 +63,22 @@ from .._models import (
     RetryPromptPart,
     TestModel,
 )
-from .._registry import SubagentConfig, SubagentDelegationMode
-from .._spec import SubagentSpec, load_subagent_dir, load_subagent_file, parse_subagent_markdown
+from .._builder import AgentBuilder
+from .._delegation._config import SubagentConfig, SubagentDelegationMode
+from .._errors import SubagentSpecError
+from .._host._config import HostConfigError, load_host_config, parse_host_config
+from .._host._eventlog import MemoryEventLog
+from .._host._http import build_app
+from .._host._jsonrpc import Connection, Dispatcher, ErrorCode
+from .._host._methods import ID_FIELDS, MAX_ID_BYTES, METHODS
+from .._host._service import MAX_INPUT_BYTES, MAX_STEERING_BYTES, HostService
+from .._specs._agent_spec import default_model_providers
+from .._specs._markdown import (
+    SubagentSpec,
+    load_subagent_dir,
+    load_subagent_file,
+    parse_subagent_markdown,
+)
 
 FAMILIES: tuple[str, ...] = ("markdown", "toml", "jsonrpc", "tool-arguments", "sizes", "lmdb-full")
 
