@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .._delegation._config import SubagentDelegationMode
 from .._host._agents import AgentFactory
-from .._registry import SubagentDelegationMode
 from ._common import CliError, add_config_option, host_config
 
 

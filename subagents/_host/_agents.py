@@ -14,18 +14,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from .._agent import Agent, AgentBuilder
-from .._agent_spec import (
+from .._agent import Agent
+from .._agent._models import Model
+from .._builder import AgentBuilder
+from .._delegation._config import SubagentConfig, SubagentDelegationMode
+from .._delegation._inheritance import SubagentToolInheritancePolicy
+from .._delegation._projection import project_subagent_spec
+from .._errors import AgentSpecError
+from .._specs._agent_spec import (
     AgentSpecRegistry,
     ModelProviderRegistry,
     default_model_providers,
-    project_subagent_spec,
 )
-from .._errors import AgentSpecError
-from .._inheritance import SubagentToolInheritancePolicy
-from .._models import Model
-from .._registry import SubagentConfig, SubagentDelegationMode
-from .._spec import SubagentSpec, load_subagent_dir
+from .._specs._markdown import SubagentSpec, load_subagent_dir
 from ._config import HostConfig, ProfileConfig, config_error
 from ._delegation import DISABLED, build_parent_agent
 

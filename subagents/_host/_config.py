@@ -51,7 +51,7 @@ import msgspec
 
 from statemachines import SubagentsError
 
-from .._agent_spec import ModelProviderRegistry, default_model_providers
+from .._specs._agent_spec import ModelProviderRegistry, default_model_providers
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .._agent import Agent, AgentBuilder
+from .._agent import Agent
+from .._builder import AgentBuilder
+from .._delegation._config import SubagentConfig, SubagentDelegationMode
 from .._errors import AgentConfigError
-from .._registry import SubagentConfig, SubagentDelegationMode
 
 ASYNC = "async"
 BLOCKING_FALLBACK = "blocking-fallback"

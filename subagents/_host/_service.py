@@ -65,10 +65,10 @@ from storage import (
 )
 
 from .._agent import Agent
-from .._agent_spec import ModelProviderRegistry, default_model_providers
+from .._agent._models import Model
+from .._delegation._config import SubagentDelegationMode
 from .._errors import AgentError, ModelError, UsageLimitExceeded
-from .._models import Model
-from .._registry import SubagentDelegationMode
+from .._specs._agent_spec import ModelProviderRegistry, default_model_providers
 from ._agents import AgentFactory
 from ._config import HostConfig, ProfileConfig
 from ._delegation import DISABLED

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
 
-from .._models import (
+from .._agent._models import (
     Model,
     ModelMessage,
     ModelRequest,

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .._agent._models import Model
 from .._errors import AgentConfigError
-from .._models import Model
 from ._anthropic import AnthropicModel
 from ._common import ModelSettings, ProviderModel, RetryPolicy, Secret
 from ._openai_chat import OpenAIChatModel

@@ -13,8 +13,7 @@ import json
 from collections.abc import AsyncGenerator, Sequence
 from typing import Any, ClassVar
 
-from .._errors import ContentRefused
-from .._models import (
+from .._agent._models import (
     ModelMessage,
     ModelRequest,
     ModelRequestParameters,
@@ -31,6 +30,7 @@ from .._models import (
     ToolReturnPart,
     UserPromptPart,
 )
+from .._errors import ContentRefused
 from ._common import (
     ProviderModel,
     closing_client,

@@ -40,6 +40,13 @@ from typing import Any, ClassVar
 
 import msgspec
 
+from .._agent._models import (
+    Model,
+    ModelMessage,
+    ModelRequestParameters,
+    ModelResponse,
+    ModelStreamEvent,
+)
 from .._errors import (
     AgentConfigError,
     MissingApiKey,
@@ -50,13 +57,6 @@ from .._errors import (
     ProviderRateLimited,
     ProviderServerError,
     ProviderTimeout,
-)
-from .._models import (
-    Model,
-    ModelMessage,
-    ModelRequestParameters,
-    ModelResponse,
-    ModelStreamEvent,
 )
 
 logger = logging.getLogger("subagents.providers")

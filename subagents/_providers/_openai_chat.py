@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Sequence
 from typing import Any, ClassVar
 
-from .._errors import AgentConfigError, ContentRefused, ProviderError
-from .._models import (
+from .._agent._models import (
     ModelMessage,
     ModelRequest,
     ModelRequestParameters,
@@ -30,6 +29,7 @@ from .._models import (
     ToolReturnPart,
     UserPromptPart,
 )
+from .._errors import AgentConfigError, ContentRefused, ProviderError
 from ._common import (
     ProviderModel,
     closing_client,

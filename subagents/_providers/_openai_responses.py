@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Sequence
 from typing import Any, ClassVar
 
-from .._errors import ContentRefused, ProviderError
-from .._models import (
+from .._agent._models import (
     ModelMessage,
     ModelRequest,
     ModelRequestParameters,
@@ -29,6 +28,7 @@ from .._models import (
     ToolReturnPart,
     UserPromptPart,
 )
+from .._errors import ContentRefused, ProviderError
 from ._common import (
     ProviderModel,
     StreamError,

@@ -53,7 +53,8 @@ from subagents import (
     ToolResult,
     UserPromptPart,
 )
-from subagents._async_delegation import BACKGROUND_RESULT_PREFIX, STEERING_PREFIX
+from subagents._delegation._background import STEERING_PREFIX
+from subagents._delegation._delivery import BACKGROUND_RESULT_PREFIX
 
 CONTROL_TOOLS = {
     "delegate",
@@ -847,7 +848,7 @@ async def test_supervisor_limits_reach_the_model_as_typed_tool_errors(
 
 
 def test_the_sdk_keeps_child_histories_for_the_most_recently_used_agents_only() -> None:
-    from subagents._async_delegation import _SharedState
+    from subagents._delegation._background import _SharedState
 
     state = _SharedState(max_histories=3)
     for n in range(10):
@@ -858,3 +859,58 @@ def test_the_sdk_keeps_child_histories_for_the_most_recently_used_agents_only() 
     assert list(state.histories) == ["agent-8", "agent-9", "agent-0"]
     assert state.history("agent-0") == ("m0",)
     assert state.history("agent-5") == ()  # forgotten: a continuation starts afresh
+
+
+# ----------------------------------------------------------------------- who may call the tools
+
+
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        ("delegate", {"subagent_name": "research", "prompt": "x"}),
+        ("wait_subagent", {"timeout_seconds": 0}),
+        ("cancel_subagent", {"attempt_id": "subattempt_unknown"}),
+    ],
+)
+async def test_delegate_wait_and_cancel_are_refused_inside_a_subagent(
+    make_supervisor: Factory, tool: str, args: dict[str, Any]
+) -> None:
+    agent = async_agent(
+        TestModel.with_text("p"), make_supervisor(), AgentBuilder(TestModel.with_text("c")).build()
+    )
+    # A subagent's context: the subagent stack names the child that calls the tool.
+    inside_child = AgentContext().subagent_context("research", "research-1")
+
+    with pytest.raises(ToolError) as caught:
+        await call(agent, tool_context(agent, inside_child), tool, args)
+
+    assert caught.value.fields["error_kind"] == "RecursiveSubagentDelegation"
+    assert "main agent only" in caught.value.message
+    assert not isinstance(caught.value, ToolArgumentError)
+
+
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        ("delegate", {"subagent_name": "research", "prompt": "x"}),
+        ("steer_subagent", {"attempt_id": "subattempt_unknown", "message": "m"}),
+        ("cancel_subagent", {"attempt_id": "subattempt_unknown"}),
+        ("wait_subagent", {"timeout_seconds": 0}),
+        ("subagent_info", {}),
+    ],
+)
+async def test_a_background_tool_without_the_parent_agent_context_is_a_tool_error(
+    make_supervisor: Factory, tool: str, args: dict[str, Any]
+) -> None:
+    supervisor = make_supervisor()
+    agent = async_agent(
+        TestModel.with_text("p"), supervisor, AgentBuilder(TestModel.with_text("c")).build()
+    )
+    bare = ToolContext(RunId.from_string("run-x"), ConversationId.from_string("conv"), 1)
+
+    with pytest.raises(ToolError) as caught:
+        await call(agent, bare, tool, args)
+
+    assert "needs the parent agent context" in caught.value.message
+    assert not isinstance(caught.value, ToolArgumentError)
+    assert list((await supervisor.info()).active) == []

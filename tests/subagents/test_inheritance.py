@@ -445,3 +445,36 @@ def test_the_markdown_subagents_example_script_runs_offline() -> None:
     assert by_name["researcher"]["inherited_tools"] == ["todo", "grep", "view"]
     assert by_name["reviewer"]["inherited_tools"] == ["grep", "view", "todo"]
     assert all(entry["available"] for entry in report["subagents"])
+
+
+# ------------------------------------------------------------------ ask_user_question
+
+
+async def test_a_delegated_child_is_never_offered_ask_user_question_not_even_its_own() -> None:
+    offered: list[list[str]] = []
+
+    def answer(messages: Sequence[ModelMessage], params: ModelRequestParameters) -> str:
+        offered.append([tool.name for tool in params.tools])
+        return "child answered"
+
+    child = (
+        AgentBuilder(FunctionModel(answer))
+        .tools([_tool("ask_user_question"), _tool("grep")])
+        .build()
+    )
+    parent = (
+        AgentBuilder(
+            TestModel.with_tool_calls(
+                [("delegate", {"subagent_name": "helper", "prompt": "go"})], then="done"
+            )
+        )
+        .subagent(SubagentConfig("helper", child))
+        .build()
+    )
+
+    result = await parent.run("plan")
+
+    assert result.output == "done"
+    assert offered == [["grep"]]
+    # The child agent itself, run directly, keeps its own tool.
+    assert "ask_user_question" in child.tools().names()

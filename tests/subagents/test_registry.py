@@ -39,7 +39,7 @@ from subagents import (
     ToolContext,
     ToolError,
 )
-from subagents._context import SUBAGENT_STACK_KEY
+from subagents._agent._context import SUBAGENT_STACK_KEY
 
 
 def _child(text: str = "child") -> Any:
@@ -409,6 +409,45 @@ async def test_the_delegate_tool_accepts_json_text_arguments() -> None:
     assert result.content["output"] == "child"
 
 
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"subagent_name": "research", "prompt": "x"},
+        {"name": "research", "prompt": "x"},
+        {"subagent_name": "research", "name": "research", "prompt": "x"},
+    ],
+)
+async def test_the_delegate_tool_takes_subagent_name_with_name_as_its_alias(
+    arguments: dict[str, Any],
+) -> None:
+    registry = _registry(SubagentConfig("research", _child()))
+
+    result = await registry.delegate_tool().call(_tool_context(AgentContext()), arguments)
+
+    assert result.content["name"] == "research"
+    assert result.content["output"] == "child"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "path"),
+    [
+        ({"prompt": "x"}, "$.subagent_name"),
+        ({"subagent_name": "research", "name": "writer", "prompt": "x"}, "$.name"),
+    ],
+)
+async def test_the_delegate_tool_needs_the_subagent_named_once(
+    arguments: dict[str, Any], path: str
+) -> None:
+    registry = _registry(SubagentConfig("research", _child()), SubagentConfig("writer", _child()))
+    parent = AgentContext()
+
+    with pytest.raises(ToolError) as caught:
+        await registry.delegate_tool().call(_tool_context(parent), arguments)
+
+    assert caught.value.fields["path"] == path
+    assert parent.events.events() == []
+
+
 async def test_the_delegate_tool_fails_clearly_without_a_parent_context() -> None:
     registry = _registry(SubagentConfig("research", _child()))
 
@@ -450,8 +489,8 @@ def test_the_delegate_tool_schema_lists_the_registered_names_and_forbids_extras(
 
     schema = registry.delegate_tool().definition().parameters_schema
 
-    assert schema["properties"]["name"]["enum"] == ["research", "writer"]
-    assert schema["required"] == ["name", "prompt"]
+    assert schema["properties"]["subagent_name"]["enum"] == ["research", "writer"]
+    assert schema["required"] == ["subagent_name", "prompt"]
     assert schema["additionalProperties"] is False
 
 

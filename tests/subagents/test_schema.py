@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from subagents import ToolArgumentError, ToolSchemaError
-from subagents._schema import compile_schema
+from subagents._agent._schema import compile_schema
 
 SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -1,8 +1,9 @@
 """``subagents.__all__`` is sorted, complete and private-free.
 
 Complete means: every public class or function defined in a private module
-of the package is exported, except the few listed below as deliberately
-internal; and everything exported resolves.
+of the package, or in a private module of one of its SDK subpackages
+(``_agent``, ``_specs``, ``_delegation``), is exported, except the few listed
+below as deliberately internal; and everything exported resolves.
 """
 
 from __future__ import annotations
@@ -20,18 +21,39 @@ CLI_ONLY = {"subagents._chat", "subagents._demo", "subagents._demo_models"}
 # Defined in private modules on purpose and not part of the public surface.
 INTERNAL = {
     "subagents._cli": {"main"},  # the console script's entry point
-    "subagents._ids": {"dec_hook", "enc_hook"},
-    "subagents._schema": {"compile_schema"},
-    "subagents._sync": {"run_blocking"},
+    "subagents._agent._ids": {"dec_hook", "enc_hook"},
+    "subagents._agent._schema": {"compile_schema"},
+    "subagents._agent._sync": {"run_blocking"},
+    # The child-run protocol's parts: the two delegation modes' shared machinery.
+    "subagents._delegation._child_run": {
+        "ChildRun",
+        "ChildRunMode",
+        "Completed",
+        "HookFailed",
+        "RunFailed",
+        "Unavailable",
+        "error_text",
+        "run_child",
+    },
+    "subagents._delegation._config": {"materialize_child"},
+    "subagents._delegation._events": {"child_source", "lifecycle_event", "stream_record_event"},
+    # What AgentBuilder.build() returns: an Agent (exported) that carries its subagents.
+    "subagents._delegation._topology": {"DelegatingAgent"},
 }
+# Subpackages whose private modules are walked too.
+SDK_PACKAGES = ("subagents._agent", "subagents._specs", "subagents._delegation")
 
 
 def _private_modules() -> list[str]:
-    return [
+    found = [
         f"subagents.{info.name}"
         for info in pkgutil.iter_modules(subagents.__path__)
         if info.name.startswith("_")
     ]
+    for package in SDK_PACKAGES:
+        path = importlib.import_module(package).__path__
+        found += [f"{package}.{info.name}" for info in pkgutil.iter_modules(path)]
+    return found
 
 
 def test_all_is_sorted_without_duplicates() -> None:
@@ -65,6 +87,21 @@ def test_every_public_definition_in_private_modules_is_exported() -> None:
 
 
 def test_exported_objects_are_the_private_definitions() -> None:
-    from subagents._registry import SubagentRegistry
+    from subagents._delegation._registry import SubagentRegistry
 
     assert subagents.SubagentRegistry is SubagentRegistry
+
+
+def test_each_sdk_subpackage_exports_a_sorted_all_of_what_subagents_exports() -> None:
+    """``_agent``, ``_specs`` and ``_delegation`` re-export their public names, and
+    ``subagents`` exports the very same objects."""
+    problems = []
+    for package in SDK_PACKAGES:
+        module = importlib.import_module(package)
+        names = list(module.__all__)
+        if names != sorted(set(names)):
+            problems.append(f"{package}.__all__ is not sorted and unique")
+        for name in names:
+            if getattr(subagents, name, None) is not getattr(module, name):
+                problems.append(f"{package}.{name} is not subagents.{name}")
+    assert problems == []

@@ -10,16 +10,16 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from storage import KernelStore, MemorySessionStore, SessionStore
-from subagents._agent_spec import default_model_providers
-from subagents._host._config import parse_host_config
-from subagents._host._eventlog import MemoryEventLog
-from subagents._host._jsonrpc import Connection, Dispatcher
-from subagents._host._service import HostService
-from subagents._models import (
+from subagents._agent._models import (
     FunctionModel,
     ModelMessage,
     ModelRequestParameters,
 )
+from subagents._host._config import parse_host_config
+from subagents._host._eventlog import MemoryEventLog
+from subagents._host._jsonrpc import Connection, Dispatcher
+from subagents._host._service import HostService
+from subagents._specs._agent_spec import default_model_providers
 
 HOST_CONFIG = """
 [host]

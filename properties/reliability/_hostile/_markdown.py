@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from subagents._errors import SubagentSpecError
-from subagents._spec import (
+from subagents._specs._markdown import (
     SubagentSpec,
     load_subagent_dir,
     load_subagent_file,

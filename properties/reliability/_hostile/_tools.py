@@ -13,13 +13,14 @@ from actors import (
     BackgroundSubagentSupervisor,
     SupervisorLimits,
 )
-from subagents._agent import Agent, AgentBuilder
-from subagents._models import (
+from subagents._agent import Agent
+from subagents._agent._models import (
     ModelRequest,
     RetryPromptPart,
     TestModel,
 )
-from subagents._registry import SubagentConfig, SubagentDelegationMode
+from subagents._builder import AgentBuilder
+from subagents._delegation._config import SubagentConfig, SubagentDelegationMode
 
 from ._common import (
     HUGE,

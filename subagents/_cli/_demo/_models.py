@@ -26,8 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..._agent_spec import ModelProviderRegistry, default_model_providers
-from ..._models import (
+from ..._agent._models import (
     FunctionModel,
     ModelMessage,
     ModelRequest,
@@ -39,6 +38,7 @@ from ..._models import (
     ToolReturnPart,
     UserPromptPart,
 )
+from ..._specs._agent_spec import ModelProviderRegistry, default_model_providers
 
 ASSETS = Path(__file__).with_name("assets")
 DEMO_CONFIG = ASSETS / "demo.toml"

@@ -11,7 +11,7 @@ from typing import Any, Self
 
 import msgspec
 
-from ._errors import PayloadError
+from .._errors import PayloadError
 from ._ids import dec_hook, enc_hook
 
 

@@ -15,8 +15,8 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from .._errors import AgentConfigError, ToolArgumentError
 from ._deps import Dependencies
-from ._errors import AgentConfigError, ToolArgumentError
 from ._ids import ConversationId, RunId
 from ._models import ToolDefinition
 from ._schema import compile_schema

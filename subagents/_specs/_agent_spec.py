@@ -5,8 +5,8 @@ description, instructions, model preset, environment name, metadata); an
 :class:`AgentSpecRegistry` turns one into an executable :class:`Agent`,
 resolving the model id through a :class:`ModelProviderRegistry` and the
 environment name through its registered :class:`EnvironmentProvider`\\ s.
-:func:`project_subagent_spec` maps a markdown :class:`SubagentSpec` onto this
-path, returning the child ``AgentSpec`` and its tool and capability policies.
+:func:`~subagents.project_subagent_spec` (in ``_delegation``) maps a markdown
+:class:`~subagents.SubagentSpec` onto this path.
 
 Model ids are ``provider:model``: the text before the first ``:`` names a
 provider registered in the :class:`ModelProviderRegistry`, the rest is
@@ -28,23 +28,12 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any
 
 import msgspec
 
-from ._context import AgentContext
-from ._errors import (
-    AgentSpecError,
-    MissingInheritedModel,
-    ModelResolutionError,
-    UnknownEnvironmentProvider,
-)
-from ._inheritance import (
-    CAPABILITY_POLICY_KEY,
-    SubagentCapabilityInheritancePolicy,
-    SubagentToolInheritancePolicy,
-)
-from ._models import (
+from .._agent._context import AgentContext
+from .._agent._models import (
     FunctionModel,
     Model,
     ModelMessage,
@@ -53,12 +42,14 @@ from ._models import (
     TestModel,
     UserPromptPart,
 )
-from ._providers import register_providers
-from ._records import Record
-from ._spec import SubagentSpec
-
-if TYPE_CHECKING:
-    from ._agent import Agent
+from .._agent._records import Record
+from .._agent._run import Agent
+from .._errors import (
+    AgentSpecError,
+    ModelResolutionError,
+    UnknownEnvironmentProvider,
+)
+from .._providers import register_providers
 
 ModelFactory = Callable[[str, dict[str, Any]], Model]
 """Builds a model from the part of the id after ``provider:`` and the merged settings."""
@@ -427,8 +418,6 @@ class AgentSpecRegistry:
         has no model, :class:`ModelResolutionError` when the model cannot be
         built.
         """
-        from ._agent import AgentBuilder  # noqa: PLC0415 - _agent imports this module
-
         if isinstance(spec, str):
             found = self._specs.get(spec)
             if found is None:
@@ -442,94 +431,14 @@ class AgentSpecRegistry:
             raise AgentSpecError(
                 f"agent spec {spec.name!r} has no model; set AgentSpec.model", agent=spec.name
             )
-        builder = AgentBuilder(self.resolve_model(spec.model)).name(spec.name)
-        for text in spec.instructions:
-            if text:
-                builder.instructions(text)
-        return builder.build()
+        return Agent(
+            model=self.resolve_model(spec.model),
+            name=spec.name,
+            instructions=[text for text in spec.instructions if text],
+        )
 
     def __repr__(self) -> str:
         return (
             f"AgentSpecRegistry(specs={self.names()!r}, providers={self._providers.names()!r}, "
             f"environments={self.environment_names()!r})"
         )
-
-
-class SubagentSpecProjection(NamedTuple):
-    """What ``project_subagent_spec`` returns; unpacks as ``(agent_spec, tools, capabilities)``."""
-
-    agent_spec: AgentSpec
-    tool_inheritance: SubagentToolInheritancePolicy
-    capability_inheritance: SubagentCapabilityInheritancePolicy
-
-
-def _preset_value(value: dict[str, Any] | str | None) -> tuple[dict[str, Any], str | None]:
-    if value is None:
-        return {}, None
-    if isinstance(value, str):
-        return {}, (None if _is_inherit(value) or not value.strip() else value.strip())
-    return dict(value), None
-
-
-def project_subagent_spec(
-    spec: SubagentSpec, inherited_model_id: str | None = None
-) -> SubagentSpecProjection:
-    """Map a markdown subagent onto the ``AgentSpec`` path.
-
-    - model: ``spec.model`` unless it is missing, empty or ``inherit`` (any
-      case), in which case ``inherited_model_id``; when that is missing or
-      empty too, raises :class:`MissingInheritedModel`.
-    - ``model_settings`` / ``model_config``: a mapping is inline settings, a
-      string a preset name (``inherit`` means none).
-    - instructions: the system prompt (when not empty); ``instruction`` is
-      kept in metadata as ``subagent_instruction``; ``metadata["environment"]``
-      (a string) becomes ``AgentSpec.environment``.
-    - tool policy: ``tools`` are required, ``optional_tools`` optional,
-      ``metadata["denied_tools"]`` denied, and with both lists empty it
-      inherits every parent tool (except denied and main-agent-only ones).
-    - capability policy: from ``inherit_hooks``, ``inherit_capabilities`` and
-      ``denied_capabilities``; also stored in the projected metadata under
-      ``subagent_capability_inheritance``, which is where
-      ``SubagentConfig.from_agent_spec`` reads it.
-    """
-    model = (spec.model or "").strip()
-    if not model or _is_inherit(model):
-        inherited = (inherited_model_id or "").strip()
-        if not inherited:
-            raise MissingInheritedModel(
-                f"subagent {spec.name!r} inherits its model "
-                f"({'model: ' + repr(spec.model) if spec.model is not None else 'no model key'}) "
-                "but no inherited model id was supplied",
-                agent=spec.name,
-            )
-        model = inherited
-    settings, settings_preset = _preset_value(spec.model_settings)
-    config, config_preset = _preset_value(spec.model_config)
-    capability = SubagentCapabilityInheritancePolicy.from_metadata(
-        {key: value for key, value in spec.metadata.items() if key != CAPABILITY_POLICY_KEY}
-    )
-    metadata = dict(spec.metadata)
-    if spec.instruction is not None:
-        metadata[INSTRUCTION_KEY] = spec.instruction
-    metadata[CAPABILITY_POLICY_KEY] = capability.to_value()
-    environment = spec.metadata.get(ENVIRONMENT_KEY)
-    agent_spec = AgentSpec(
-        name=spec.name,
-        description=spec.description,
-        instructions=[spec.system_prompt] if spec.system_prompt else [],
-        model=ModelPreset(
-            model_id=model,
-            settings=settings,
-            settings_preset=settings_preset,
-            config=config,
-            config_preset=config_preset,
-        ),
-        environment=environment if isinstance(environment, str) and environment.strip() else None,
-        metadata=metadata,
-    )
-    tools = (
-        SubagentToolInheritancePolicy(spec.tools, spec.optional_tools)
-        .with_denied_tools(spec.denied_tools())
-        .with_inherit_all_when_empty(not spec.tools and not spec.optional_tools)
-    )
-    return SubagentSpecProjection(agent_spec, tools, capability)

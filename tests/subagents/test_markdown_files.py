@@ -275,3 +275,31 @@ def test_a_spec_error_converts_to_an_error_diagnostic() -> None:
     assert spec_error_diagnostic(error) == SubagentSpecDiagnostic(
         severity="error", message="x.md:3: key 'tools': bad", path="x.md", line=3, key="tools"
     )
+
+
+# ------------------------------------------------------------------ model_cfg
+
+
+def test_the_model_cfg_key_names_the_model_config_preset() -> None:
+    from subagents import project_subagent_spec
+
+    spec = parse_subagent_markdown(
+        "---\nname: helper\ndescription: Helps\nmodel: test:echo\nmodel_cfg: fast\n---\nHi.\n"
+    )
+
+    assert spec.model_config == "fast"
+    assert spec.warnings == []
+    assert "model_cfg" not in spec.metadata
+    preset = project_subagent_spec(spec).agent_spec.model
+    assert preset is not None
+    assert preset.config_preset == "fast"
+
+
+def test_model_cfg_and_model_config_that_disagree_are_refused_naming_the_key() -> None:
+    with pytest.raises(SubagentSpecError) as raised:
+        parse_subagent_markdown(
+            "---\nname: helper\ndescription: Helps\nmodel_config: slow\nmodel_cfg: fast\n---\n"
+        )
+
+    assert raised.value.key == "model_cfg"
+    assert "alias of model_config" in raised.value.message

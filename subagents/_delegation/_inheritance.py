@@ -21,10 +21,10 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from ._errors import AgentConfigError, DeniedRequiredTool, MissingRequiredTool, PayloadError
-from ._hooks import AgentHook, CapabilityBundle
-from ._records import Record
-from ._tools import Tool, ToolRegistry
+from .._agent._hooks import AgentHook, CapabilityBundle
+from .._agent._records import Record
+from .._agent._tools import Tool, ToolRegistry
+from .._errors import AgentConfigError, DeniedRequiredTool, MissingRequiredTool, PayloadError
 
 MAIN_AGENT_ONLY_TOOLS = frozenset(
     {

@@ -1,4 +1,4 @@
-"""The spec's examples (spec/subagents.md, second half), in Python under DESIGN §2.
+"""The spec's markdown and inheritance examples (spec/subagents.md), in Python under DESIGN §2.
 
 Sections: Markdown Configuration, Tool Inheritance, Capability Inheritance.
 The three code examples run as written (Rust names, Python calls); every

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from ._errors import AgentError
+from .._errors import AgentError
 
 T = TypeVar("T")
 

@@ -7,10 +7,10 @@ from typing import Any, Self
 
 import msgspec
 
-from ._errors import PayloadError
-from ._ids import RunId, TaskId
-from ._result import AgentResult
-from ._usage import Usage
+from .._agent._ids import RunId, TaskId
+from .._agent._result import AgentResult
+from .._agent._usage import Usage
+from .._errors import PayloadError
 
 
 class SubagentTask:

@@ -22,7 +22,9 @@ Keys: ``name`` and ``description`` (required strings), ``instruction``
 ``denied_capabilities`` (a list of strings, or one comma-separated string:
 split, trimmed, empties and repeats dropped), ``inherit_hooks``,
 ``inherit_capabilities`` (booleans), ``model`` (string), ``model_settings``,
-``model_config`` (a mapping or a preset name), ``metadata`` (a mapping).
+``model_config`` (a mapping or a preset name; ``model_cfg`` is its alias, so
+``model_cfg: fast`` names the model-config preset ``fast``), ``metadata`` (a
+mapping).
 
 ``spec.metadata`` holds, in this order: ``denied_tools``, ``inherit_hooks``,
 ``inherit_capabilities`` and ``denied_capabilities`` when given, then every
@@ -49,8 +51,8 @@ from typing import Any, NamedTuple
 import msgspec
 import yaml
 
-from ._errors import SubagentSpecError
-from ._records import Record
+from .._agent._records import Record
+from .._errors import SubagentSpecError
 
 MAX_SPEC_BYTES = 1024 * 1024
 MAX_YAML_NODES = 100_000
@@ -70,6 +72,7 @@ _KNOWN_KEYS = frozenset(
         "model",
         "model_settings",
         "model_config",
+        "model_cfg",
         "metadata",
     }
 )
@@ -392,109 +395,152 @@ def parse_subagent_markdown(
 
 
 def _parse(source: str | bytes, path: str | None) -> SubagentSpec:
-    text = _decode(source, path)
-    located = _locate(text, path)
+    located = _locate(_decode(source, path), path)
     data, key_lines, repeats = _load_yaml(located, path)
-    if not isinstance(data, dict):
-        raise SubagentSpecError(
-            f"frontmatter must be a YAML mapping of keys to values, got {_type_name(data)}",
-            path=path,
-            line=located.first_line,
-        )
-
-    def fail_for(key: str | None) -> _Fail:
-        return _Fail(path, key_lines.get(key, located.first_line) if key else None, key)
-
-    budget = _Budget()
-    values: dict[str, Any] = {}
-    for key, value in data.items():
-        if not isinstance(key, str):
-            raise SubagentSpecError(
-                f"frontmatter keys must be strings, got {_type_name(key)}",
-                path=path,
-                line=located.first_line,
-            )
-        values[key] = _plain(value, budget, 1, fail_for(key))
-
-    def required_text(key: str) -> str:
-        if key not in values or values[key] is None:
-            raise SubagentSpecError(
-                f"missing required key {key!r}",
-                path=path,
-                line=key_lines.get(key, located.first_line),
-                key=key,
-            )
-        value = values[key]
-        if not isinstance(value, str):
-            raise fail_for(key)(f"expected a string, got {_type_name(value)}")
-        return value
-
-    def optional_text(key: str) -> str | None:
-        value = values.get(key)
-        if value is not None and not isinstance(value, str):
-            raise fail_for(key)(f"expected a string, got {_type_name(value)}")
-        return value
-
-    def mapping_or_name(key: str) -> dict[str, Any] | str | None:
-        value = values.get(key)
-        if value is None or isinstance(value, dict | str):
-            return value
-        raise fail_for(key)(f"expected a mapping or a preset name, got {_type_name(value)}")
-
-    name = required_text("name").strip()
+    front = _Frontmatter.read(data, key_lines, located.first_line, path)
+    name = front.required_text("name").strip()
     if not name:
-        raise fail_for("name")("must not be empty")
-    description = required_text("description").strip()
-    lists = {key: _name_list(values.get(key), fail_for(key)) for key in _LIST_KEYS}
-    metadata: dict[str, Any] = {}
-    if "denied_tools" in values:
-        metadata["denied_tools"] = lists["denied_tools"]
-    for key in _BOOL_KEYS:
-        if key in values:
-            flag = values[key]
-            if not isinstance(flag, bool):
-                raise fail_for(key)(f"expected true or false, got {_type_name(flag)}")
-            metadata[key] = flag
-    if "denied_capabilities" in values:
-        metadata["denied_capabilities"] = lists["denied_capabilities"]
-    warnings: list[SubagentSpecDiagnostic] = []
-
-    def warn(key: str, line: int | None, what: str) -> None:
-        where = f"{path or '<text>'}:{line}" if line is not None else path or "<text>"
-        warnings.append(
-            SubagentSpecDiagnostic(
-                severity="warning",
-                message=f"{where}: {what}",
-                path=path,
-                line=line,
-                key=key,
-            )
-        )
-
-    for key, line in repeats:
-        warn(key, line, f"key {key!r} repeated; the last value wins")
-    for key, value in values.items():
-        if key not in _KNOWN_KEYS:
-            metadata[key] = value
-            warn(key, key_lines.get(key), f"unknown key {key!r} kept in metadata")
-    user_metadata = values.get("metadata")
-    if user_metadata is not None:
-        if not isinstance(user_metadata, dict):
-            raise fail_for("metadata")(f"expected a mapping, got {_type_name(user_metadata)}")
-        metadata.update(user_metadata)
+        raise front.fail_for("name")("must not be empty")
+    description = front.required_text("description").strip()
+    lists = {key: _name_list(front.values.get(key), front.fail_for(key)) for key in _LIST_KEYS}
+    metadata = front.policy_metadata(lists)
+    warnings = front.warnings(repeats)
+    metadata.update(front.unknown())
+    metadata.update(front.user_metadata())
     return SubagentSpec(
         name=name,
         description=description,
         system_prompt=located.body,
-        instruction=optional_text("instruction"),
+        instruction=front.optional_text("instruction"),
         tools=lists["tools"],
         optional_tools=lists["optional_tools"],
-        model=optional_text("model"),
-        model_settings=mapping_or_name("model_settings"),
-        model_config=mapping_or_name("model_config"),
+        model=front.optional_text("model"),
+        model_settings=front.mapping_or_name("model_settings"),
+        model_config=front.model_config(),
         metadata=metadata,
         warnings=warnings,
     )
+
+
+class _Frontmatter:
+    """One file's frontmatter as plain values, with the line each key stands on.
+
+    Every accessor raises :class:`SubagentSpecError` naming the file, line and key.
+    """
+
+    def __init__(
+        self, values: dict[str, Any], key_lines: dict[str, int], first_line: int, path: str | None
+    ) -> None:
+        self.values = values
+        self.key_lines = key_lines
+        self.first_line = first_line
+        self.path = path
+
+    @classmethod
+    def read(
+        cls, data: Any, key_lines: dict[str, int], first_line: int, path: str | None
+    ) -> _Frontmatter:
+        if not isinstance(data, dict):
+            raise SubagentSpecError(
+                f"frontmatter must be a YAML mapping of keys to values, got {_type_name(data)}",
+                path=path,
+                line=first_line,
+            )
+        front = cls({}, key_lines, first_line, path)
+        budget = _Budget()
+        for key, value in data.items():
+            if not isinstance(key, str):
+                raise SubagentSpecError(
+                    f"frontmatter keys must be strings, got {_type_name(key)}",
+                    path=path,
+                    line=first_line,
+                )
+            front.values[key] = _plain(value, budget, 1, front.fail_for(key))
+        return front
+
+    def fail_for(self, key: str | None) -> _Fail:
+        line = self.key_lines.get(key, self.first_line) if key else None
+        return _Fail(self.path, line, key)
+
+    def required_text(self, key: str) -> str:
+        if self.values.get(key) is None:
+            raise SubagentSpecError(
+                f"missing required key {key!r}",
+                path=self.path,
+                line=self.key_lines.get(key, self.first_line),
+                key=key,
+            )
+        value = self.values[key]
+        if not isinstance(value, str):
+            raise self.fail_for(key)(f"expected a string, got {_type_name(value)}")
+        return value
+
+    def optional_text(self, key: str) -> str | None:
+        value = self.values.get(key)
+        if value is not None and not isinstance(value, str):
+            raise self.fail_for(key)(f"expected a string, got {_type_name(value)}")
+        return value
+
+    def mapping_or_name(self, key: str) -> dict[str, Any] | str | None:
+        value = self.values.get(key)
+        if value is None or isinstance(value, dict | str):
+            return value
+        raise self.fail_for(key)(f"expected a mapping or a preset name, got {_type_name(value)}")
+
+    def model_config(self) -> dict[str, Any] | str | None:
+        """``model_config``, or its alias ``model_cfg``; both given must agree."""
+        config = self.mapping_or_name("model_config")
+        if "model_cfg" not in self.values:
+            return config
+        alias = self.mapping_or_name("model_cfg")
+        if "model_config" in self.values and alias != config:
+            raise self.fail_for("model_cfg")("model_cfg is an alias of model_config; give one")
+        return alias
+
+    def policy_metadata(self, lists: dict[str, list[str]]) -> dict[str, Any]:
+        """``denied_tools``, the inherit flags and ``denied_capabilities``, when given."""
+        metadata: dict[str, Any] = {}
+        if "denied_tools" in self.values:
+            metadata["denied_tools"] = lists["denied_tools"]
+        for key in _BOOL_KEYS:
+            if key in self.values:
+                flag = self.values[key]
+                if not isinstance(flag, bool):
+                    raise self.fail_for(key)(f"expected true or false, got {_type_name(flag)}")
+                metadata[key] = flag
+        if "denied_capabilities" in self.values:
+            metadata["denied_capabilities"] = lists["denied_capabilities"]
+        return metadata
+
+    def unknown(self) -> dict[str, Any]:
+        return {key: value for key, value in self.values.items() if key not in _KNOWN_KEYS}
+
+    def user_metadata(self) -> dict[str, Any]:
+        value = self.values.get("metadata")
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise self.fail_for("metadata")(f"expected a mapping, got {_type_name(value)}")
+        return value
+
+    def warnings(self, repeats: Iterable[tuple[str, int]]) -> list[SubagentSpecDiagnostic]:
+        """A warning per repeated key, then one per unknown key (kept in metadata)."""
+        found = [
+            self._warning(key, line, f"key {key!r} repeated; the last value wins")
+            for key, line in repeats
+        ]
+        found += [
+            self._warning(key, self.key_lines.get(key), f"unknown key {key!r} kept in metadata")
+            for key in self.unknown()
+        ]
+        return found
+
+    def _warning(self, key: str, line: int | None, what: str) -> SubagentSpecDiagnostic:
+        label = self.path or "<text>"
+        where = f"{label}:{line}" if line is not None else label
+        return SubagentSpecDiagnostic(
+            severity="warning", message=f"{where}: {what}", path=self.path, line=line, key=key
+        )
 
 
 def load_subagent_file(path: str | os.PathLike[str]) -> SubagentSpec:

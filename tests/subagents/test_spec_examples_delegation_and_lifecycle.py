@@ -1,4 +1,4 @@
-"""The spec's examples (spec/subagents.md, first half), in Python under DESIGN §2.
+"""The spec's delegation examples (spec/subagents.md), in Python under DESIGN §2.
 
 Each test is the spec's Rust example with the name mapping applied: same
 names, same calls, same assertions. Sections: Subagents, SubagentTask,

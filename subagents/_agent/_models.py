@@ -21,7 +21,7 @@ import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
-from ._errors import ModelError
+from .._errors import ModelError
 from ._records import Record
 
 # ---------------------------------------------------------------- message parts

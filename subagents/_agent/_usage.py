@@ -6,7 +6,7 @@ from typing import Any, Self
 
 import msgspec
 
-from ._errors import PayloadError
+from .._errors import PayloadError
 
 
 class Usage(msgspec.Struct, kw_only=True):

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ._errors import ToolArgumentError, ToolSchemaError
+from .._errors import ToolArgumentError, ToolSchemaError
 
 Validator = Callable[[Any, str], None]
 
@@ -105,29 +105,51 @@ def _compile(schema: Any, tool: str, where: str) -> Validator:
             tool=tool,
             path=where,
         )
+    checks = [
+        *_compile_type(schema, tool, where),
+        *_compile_values(schema, tool),
+        *_compile_bounds(schema, tool),
+    ]
+    if any(k in schema for k in ("properties", "required", "additionalProperties")):
+        checks.append(_compile_object(schema, tool, where))
+    checks.extend(_compile_subschemas(schema, tool, where))
+    if len(checks) == 1:
+        return checks[0]
+
+    def check_all(value: Any, path: str) -> None:
+        for check in checks:
+            check(value, path)
+
+    return check_all
+
+
+def _compile_type(schema: dict[str, Any], tool: str, where: str) -> list[Validator]:
+    if "type" not in schema:
+        return []
+    types = schema["type"]
+    names = [types] if isinstance(types, str) else list(types)
+    unknown = [n for n in names if n not in _TYPE_CHECKS]
+    if unknown:
+        raise ToolSchemaError(
+            f"schema for tool {tool!r} at {where} has unknown type {unknown}",
+            tool=tool,
+            path=where,
+        )
+    predicates = [_TYPE_CHECKS[n] for n in names]
+    expected = " or ".join(names)
+
+    def check_type(value: Any, path: str) -> None:
+        for predicate in predicates:
+            if predicate(value):
+                return
+        raise _fail(tool, path, f"expected {expected}, got {type(value).__name__}")
+
+    return [check_type]
+
+
+def _compile_values(schema: dict[str, Any], tool: str) -> list[Validator]:
+    """``enum`` and ``const``."""
     checks: list[Validator] = []
-
-    if "type" in schema:
-        types = schema["type"]
-        names = [types] if isinstance(types, str) else list(types)
-        unknown = [n for n in names if n not in _TYPE_CHECKS]
-        if unknown:
-            raise ToolSchemaError(
-                f"schema for tool {tool!r} at {where} has unknown type {unknown}",
-                tool=tool,
-                path=where,
-            )
-        predicates = [_TYPE_CHECKS[n] for n in names]
-        expected = " or ".join(names)
-
-        def check_type(value: Any, path: str) -> None:
-            for predicate in predicates:
-                if predicate(value):
-                    return
-            raise _fail(tool, path, f"expected {expected}, got {type(value).__name__}")
-
-        checks.append(check_type)
-
     if "enum" in schema:
         options = list(schema["enum"])
 
@@ -136,7 +158,6 @@ def _compile(schema: Any, tool: str, where: str) -> Validator:
                 raise _fail(tool, path, f"{value!r} is not one of {options!r}")
 
         checks.append(check_enum)
-
     if "const" in schema:
         constant = schema["const"]
 
@@ -145,12 +166,12 @@ def _compile(schema: Any, tool: str, where: str) -> Validator:
                 raise _fail(tool, path, f"expected {constant!r}, got {value!r}")
 
         checks.append(check_const)
+    return checks
 
-    checks.extend(_compile_bounds(schema, tool))
 
-    if any(k in schema for k in ("properties", "required", "additionalProperties")):
-        checks.append(_compile_object(schema, tool, where))
-
+def _compile_subschemas(schema: dict[str, Any], tool: str, where: str) -> list[Validator]:
+    """``items``, ``anyOf`` and ``allOf``."""
+    checks: list[Validator] = []
     if "items" in schema:
         item_check = _compile(schema["items"], tool, f"{where}/items")
 
@@ -160,7 +181,6 @@ def _compile(schema: Any, tool: str, where: str) -> Validator:
                     item_check(item, f"{path}[{index}]")
 
         checks.append(check_items)
-
     if "anyOf" in schema:
         alternatives = [
             _compile(s, tool, f"{where}/anyOf/{i}") for i, s in enumerate(schema["anyOf"])
@@ -176,20 +196,11 @@ def _compile(schema: Any, tool: str, where: str) -> Validator:
             raise _fail(tool, path, "matches none of the anyOf alternatives")
 
         checks.append(check_any)
-
     if "allOf" in schema:
         checks.extend(
             _compile(s, tool, f"{where}/allOf/{i}") for i, s in enumerate(schema["allOf"])
         )
-
-    if len(checks) == 1:
-        return checks[0]
-
-    def check_all(value: Any, path: str) -> None:
-        for check in checks:
-            check(value, path)
-
-    return check_all
+    return checks
 
 
 def _compile_bounds(schema: dict[str, Any], tool: str) -> list[Validator]:
