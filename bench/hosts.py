@@ -66,8 +66,8 @@ def _repo_on_path() -> None:
 def _planner() -> Any:
     """A scripted parent: one background delegation per fresh prompt; a
     continuation run answers with the result's last line."""
+    from properties.reliability._scripted import scripted_planner
     from subagents import FunctionModel
-    from subagents._reliability._scripted import scripted_planner
 
     planner = scripted_planner()
     return lambda name, settings: FunctionModel(planner)
@@ -87,11 +87,11 @@ def _child() -> Any:
 async def _host(
     url: str, *, index: int, sessions: int, seconds: float, start_at: float
 ) -> dict[str, Any]:
+    from properties.reliability._scripted import planner_config
     from subagents import default_model_providers
     from subagents._host import open_host, parse_host_config
     from subagents._host._jsonrpc import Connection
     from subagents._host._methods import HostEvent, RunStartParams, SessionCreateParams
-    from subagents._reliability._scripted import planner_config
 
     default_model_providers().register("planner", _planner())
     default_model_providers().register("child", _child())

@@ -2,16 +2,19 @@
 
 ``statemachines < storage < actors < subagents``: a package may import its own
 layer and the ones below it. ``properties`` may import statemachines, storage
-and actors, never subagents. Nothing imports ``properties`` except tests and
-the CLI (``subagents/_cli.py``), whose ``verify`` command runs the suite: the
-CLI is the very top, and ``properties`` never imports ``subagents``, so no
-cycle can form.
+and actors, never subagents. Its ``reliability`` subpackage (the harness that
+drives real hosts) sits above the SDK: it may import ``subagents`` too (never
+``subagents._cli``), and the rest of ``properties`` never imports it (so
+``import properties`` never imports ``subagents``). Nothing imports
+``properties`` except tests, the bench's scripted planner and the CLI's
+``verify`` command (``subagents/_cli/_verify.py``), which runs the suite and
+the harness: the CLI is the very top, so no cycle can form.
 Imports are read with :mod:`ast`, so a violation inside a function or under
 ``TYPE_CHECKING`` counts too.
 
 Inside ``subagents`` the same rule orders its parts (issue 14):
 ``_errors < _agent < _providers < _specs < _delegation < _builder < _host <
-_reliability < _cli``; a module imports only its own part and the ones below
+_cli``; a module imports only its own part and the ones below
 (the package ``__init__`` re-exports them all). And no package holds an import
 cycle between its modules: with one, no deferred import is needed to dodge it.
 """
@@ -33,8 +36,13 @@ ALLOWED: dict[str, set[str]] = {
 ALLOWED["properties"] = {"statemachines", "storage", "actors", "properties"}
 # Project code outside the layers that must not import properties either.
 OTHER_CODE = ("bench", "examples")
-# The one place above the layers that may run the conformance suite.
-PROPERTIES_USERS = {Path("subagents/_cli.py")}
+# The one place above the layers that may run the conformance suite and the harness.
+PROPERTIES_USERS = {Path("subagents/_cli/_verify.py")}
+# The harness above the SDK, inside properties/: it may import subagents, but not the CLI.
+HARNESS = Path("properties/reliability")
+ALLOWED_IN_HARNESS = {*ORDER, "properties"}
+# Outside the layers, code that may import the harness's scripted offline planner only.
+HARNESS_USERS = {Path("bench/hosts.py"): {"properties.reliability._scripted"}}
 
 
 def _python_files(directory: str) -> list[Path]:
@@ -52,13 +60,18 @@ def _imported_packages(path: Path) -> Iterator[tuple[int, str]]:
             yield node.lineno, node.module.split(".")[0]
 
 
+def _in_harness(path: Path) -> bool:
+    return path.relative_to(ROOT).is_relative_to(HARNESS)
+
+
 def _violations(package: str) -> list[str]:
     found = []
     for path in _python_files(package):
+        allowed = ALLOWED_IN_HARNESS if _in_harness(path) else ALLOWED[package]
         for line, target in _imported_packages(path):
             if target == "properties" and path.relative_to(ROOT) in PROPERTIES_USERS:
                 continue
-            if target in LAYERED and target not in ALLOWED[package]:
+            if target in LAYERED and target not in allowed:
                 found.append(f"{path.relative_to(ROOT)}:{line} imports {target}")
     return found
 
@@ -70,13 +83,38 @@ def test_a_layer_imports_only_itself_and_the_layers_below(package: str) -> None:
 
 
 def test_nothing_but_tests_imports_properties() -> None:
+    known = _known_modules()
     found = []
     for directory in (*ORDER, *OTHER_CODE):
         for path in _python_files(directory):
-            for line, target in _imported_packages(path):
-                if target == "properties" and path.relative_to(ROOT) not in PROPERTIES_USERS:
-                    found.append(f"{path.relative_to(ROOT)}:{line}")
+            relative = path.relative_to(ROOT)
+            for line, module in _imported_modules(path, known):
+                if module.split(".")[0] != "properties" or relative in PROPERTIES_USERS:
+                    continue
+                if module not in HARNESS_USERS.get(relative, set()):
+                    found.append(f"{relative}:{line} imports {module}")
     assert found == []
+
+
+def _imports_of(directory: Path, prefix: str, *, harness: bool) -> list[str]:
+    """``file:line`` of every import of ``prefix`` (or below it) in the harness's files
+    (``harness=True``) or in the rest of ``directory``."""
+    known = _known_modules()
+    return [
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in _python_files(str(directory))
+        if _in_harness(path) == harness
+        for line, module in _imported_modules(path, known)
+        if module == prefix or module.startswith(prefix + ".")
+    ]
+
+
+def test_the_harness_never_imports_the_cli() -> None:
+    assert _imports_of(HARNESS, "subagents._cli", harness=True) == []
+
+
+def test_the_rest_of_properties_never_imports_the_harness() -> None:
+    assert _imports_of(Path("properties"), "properties.reliability", harness=False) == []
 
 
 def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
@@ -105,18 +143,14 @@ SDK_ORDER = (
     "_delegation",
     "_builder",
     "_host",
-    "_reliability",  # the verification harness, reached from the CLI
     "_cli",
 )
-# Top-level modules that belong to a part named otherwise: the CLI's demo and chat.
-SDK_PART_OF = {"_demo": "_cli", "_demo_models": "_cli", "_chat": "_cli"}
+# Top-level modules that belong to a part named otherwise (none now: the demo and the
+# chat live in _cli/, the verification harness in properties/reliability/).
+SDK_PART_OF: dict[str, str] = {}
 # Upward imports left in areas issue 14 gives to other helpers (owner in the comment);
 # the lead empties this when merging. Each entry: (importing module, imported module).
-KNOWN_UPWARD: set[tuple[str, str]] = {
-    # _reliability (harness helper): the scripted models import the package top.
-    ("subagents._reliability._scripted", "subagents"),
-    ("subagents._reliability._crash_host", "subagents"),
-}
+KNOWN_UPWARD: set[tuple[str, str]] = set()
 
 
 def _module_name(path: Path) -> str:
@@ -209,10 +243,7 @@ def test_every_known_upward_import_still_exists() -> None:
 
 # Cycles left in areas issue 14 gives to other helpers (owner in the comment); the
 # lead empties this when merging. Each entry is the set of modules of one cycle.
-KNOWN_CYCLES: set[frozenset[str]] = {
-    # _cli / _demo (CLI helper): the demo calls back into a private CLI function.
-    frozenset({"subagents._cli", "subagents._demo"}),
-}
+KNOWN_CYCLES: set[frozenset[str]] = set()
 
 
 def _import_graph() -> dict[str, set[str]]:
@@ -287,3 +318,10 @@ def test_the_import_reader_resolves_relative_and_deferred_imports() -> None:
     assert "subagents._delegation._child_run" in found
     assert "subagents._agent._run" in found
     assert "subagents._errors" in found
+
+
+def test_the_import_reader_resolves_a_relative_import_of_the_harness() -> None:
+    """What the harness rule reads: ``from .reliability import x`` in ``properties``."""
+    path = ROOT / "properties" / "reliability" / "_report.py"
+    found = {target for _, target in _imported_modules(path, _known_modules())}
+    assert {"properties", "properties._skew", "properties.reliability._crash"} <= found

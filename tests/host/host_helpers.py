@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from properties.reliability._scripted import planner_config, scripted_planner
 from storage import (
     AttemptRecord,
     ManualClock,
@@ -25,7 +26,6 @@ from subagents import ModelProviderRegistry
 from subagents._host import Connection, Dispatcher, HostService, parse_host_config
 from subagents._host._eventlog import MemoryEventLog
 from subagents._host._methods import HostEvent
-from subagents._reliability._scripted import planner_config, scripted_planner
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTED = Path(__file__).with_name("scripted_host.py")

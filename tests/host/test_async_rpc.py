@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Sequence
 import pytest
 from host_helpers import Client, memory_service, next_event, planner
 
+from properties.reliability._scripted import planner_config
 from subagents import (
     FunctionModel,
     ModelMessage,
@@ -17,7 +18,6 @@ from subagents import (
     default_model_providers,
 )
 from subagents._host import HostService
-from subagents._reliability._scripted import planner_config
 
 pytestmark = pytest.mark.timeout(60)
 TIMEOUT = 20.0

@@ -12,7 +12,7 @@ from subagents._host import HostConfigError, load_host_config, parse_host_config
 GOOD = '[profiles.default]\nmodel_id = "test:echo"\n'
 
 # Every rejected configuration is a case of the hostile corpus:
-# subagents/_reliability/_hostile.py TOML_CASES, run by tests/hostile/.
+# properties/reliability/_hostile/ TOML_CASES, run by tests/hostile/.
 
 
 def test_good_config_and_defaults() -> None:

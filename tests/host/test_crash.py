@@ -1,6 +1,6 @@
 """SIGKILL a host at every named fault point and at precise lost responses, restart, check.
 
-Each case runs a few crash cycles of :func:`subagents._reliability._crash.run_crash_cycles`
+Each case runs a few crash cycles of :func:`properties.reliability._crash.run_crash_cycles`
 restricted to one kind of kill. After every restart the store must open
 cleanly, hold every accepted attempt with exactly one terminal record, at most
 one continuation run per attempt, every completed result delivered or retained,
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from properties.reliability._crash import FAULT_POINTS, PAUSES, RANDOM_DELAY, run_crash_cycles
+from properties.reliability._lives import Zygote
 from storage import LmdbSessionStore
-from subagents._reliability._crash import FAULT_POINTS, PAUSES, RANDOM_DELAY, run_crash_cycles
-from subagents._reliability._lives import Zygote
 
 pytestmark = pytest.mark.timeout(120)
 

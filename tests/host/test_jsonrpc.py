@@ -37,7 +37,7 @@ def test_codes_are_stable() -> None:
 
 
 # Malformed frames, wrong params for every method, batch abuse and oversized
-# frames are cases of the hostile corpus: subagents/_reliability/_hostile.py
+# frames are cases of the hostile corpus: properties/reliability/_hostile/
 # FRAME_CASES, run on every transport by tests/hostile/.
 
 

@@ -35,6 +35,7 @@ from host_helpers import REPO, cli_env
 from host_processes import HostProc, continuations, observe, poll_until
 from postgres_db import admin_sql, scratch_database
 
+from properties.reliability._scripted import planner_config
 from storage import (
     ASYNC_SUBAGENT_RESULT,
     AttemptRecord,
@@ -43,7 +44,6 @@ from storage import (
     StaleFence,
 )
 from subagents._host._eventlog import PostgresEventLog
-from subagents._reliability._scripted import planner_config
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -10,7 +10,7 @@ import pytest
 from postgres_db import scratch_database
 
 from storage import PostgresClock, PostgresSessionStore
-from subagents._cli import _Redact
+from subagents._cli._serve import Redact as _Redact
 from subagents._host import StoreUnreachable, StoreUrlError, open_host, parse_host_config
 from subagents._host._datadir import is_store_url, mask_url, open_store_url, redact, url_password
 from subagents._host._eventlog import PostgresEventLog

@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 from host_processes import HostProc, Unanswered, continuations, observe, poll_until
 
+from properties.reliability._scripted import planner_config
 from storage import ASYNC_SUBAGENT_RESULT, AttemptRecord, LmdbSessionStore
-from subagents._reliability._scripted import planner_config
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -1,10 +1,10 @@
 """Over-long ids: refused with a typed error naming the id, on every store alike.
 
-LMDB cannot hold a key over 511 bytes; before the limit an over-long session id
-or idempotency key was a storage failure (-32000) on LMDB and accepted in
-memory. Now the host answers -32602 naming the field, the store refuses it
-with :class:`~storage.InvalidRecord` (a ``Conflict``) naming the id, and ids
-at the limit fit every LMDB key they are part of.
+LMDB cannot hold a key over 511 bytes, so ids have a byte limit that every
+store enforces the same way: the host answers an over-long session id or
+idempotency key with -32602 naming the field, the store refuses it with
+:class:`~storage.InvalidRecord` (a ``Conflict``) naming the id, and ids at the
+limit fit every LMDB key they are part of.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from properties.reliability._hostile import SEED_SESSION, hostile_host
 from storage import (
     AdmissionLease,
     InputPart,
@@ -25,7 +26,6 @@ from storage import (
     SessionStore,
 )
 from subagents._host._methods import MAX_ID_BYTES, RunStartParams
-from subagents._reliability._hostile import SEED_SESSION, _host
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -100,7 +100,7 @@ def test_the_params_struct_names_an_over_long_idempotency_key() -> None:
 async def test_a_host_on_lmdb_answers_an_over_long_key_with_invalid_params(
     tmp_path: Path,
 ) -> None:
-    async with _host(store=LmdbSessionStore(tmp_path / "db", sync=False)) as host:
+    async with hostile_host(store=LmdbSessionStore(tmp_path / "db", sync=False)) as host:
         reply = await host.call(
             "run.start", {"session_id": SEED_SESSION, "input": "hi", "idempotency_key": "k" * 600}
         )

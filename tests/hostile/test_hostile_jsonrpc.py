@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from subagents._reliability._hostile import (
+from properties.reliability._hostile import (
     FRAME_CASES,
     LINE_CASES,
     SEED_SESSION,
@@ -16,11 +16,11 @@ from subagents._reliability._hostile import (
     HttpApp,
     LineCase,
     StdioHostProcess,
-    _host,
     check_frame,
     check_http_frame,
     check_http_unauthorized,
     check_line,
+    hostile_host,
 )
 
 pytestmark = pytest.mark.timeout(120)
@@ -32,7 +32,7 @@ IDS = [case.name for case in FRAME_CASES]
 async def test_a_hostile_frame_gets_its_error_and_the_dispatcher_keeps_serving(
     case: FrameCase,
 ) -> None:
-    async with _host() as host:
+    async with hostile_host() as host:
         assert await check_frame(host, case) == []
 
 
@@ -40,12 +40,12 @@ async def test_a_hostile_frame_gets_its_error_and_the_dispatcher_keeps_serving(
 async def test_a_hostile_http_body_gets_its_error_and_status_and_the_app_keeps_serving(
     case: FrameCase,
 ) -> None:
-    async with _host() as host:
+    async with hostile_host() as host:
         assert await check_http_frame(host, HttpApp(host), case) == []
 
 
 async def test_a_request_without_the_bearer_token_is_never_dispatched() -> None:
-    async with _host() as host:
+    async with hostile_host() as host:
         assert await check_http_unauthorized(host, HttpApp(host)) == []
 
 
@@ -72,7 +72,7 @@ def test_a_hostile_stdio_line_gets_its_replies_and_the_process_keeps_serving(
 async def test_a_wrong_expectation_is_reported_with_the_reply() -> None:
     wrong = FrameCase("expects a result", b"{nope", 0)
 
-    async with _host() as host:
+    async with hostile_host() as host:
         found = await check_frame(host, wrong)
 
     assert len(found) == 1

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from subagents._reliability._hostile import LMDB_CASES, check_lmdb
+from properties.reliability._hostile import LMDB_CASES, check_lmdb
 
 
 @pytest.mark.parametrize("case", LMDB_CASES)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from subagents._reliability._hostile import (
+from properties.reliability._hostile import (
     MARKDOWN_CASES,
     MarkdownCase,
     check_markdown,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from subagents._reliability._hostile import FAMILIES, MINIMUM_CASES, run_hostile_corpus
+from properties.reliability._hostile import FAMILIES, MINIMUM_CASES, run_hostile_corpus
 
 pytestmark = pytest.mark.timeout(240)
 

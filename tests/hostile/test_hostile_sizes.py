@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from subagents._reliability._hostile import SIZE_CASES, SizeCase, check_size, sized_text
+from properties.reliability._hostile import SIZE_CASES, SizeCase, check_size, sized_text
 
 
 @pytest.mark.parametrize("case", SIZE_CASES, ids=[case.name for case in SIZE_CASES])

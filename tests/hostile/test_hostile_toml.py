@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from subagents._reliability._hostile import TOML_CASES, TomlCase, check_toml
+from properties.reliability._hostile import TOML_CASES, TomlCase, check_toml
 
 
 @pytest.mark.parametrize("case", TOML_CASES, ids=[case.name for case in TOML_CASES])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from subagents._reliability._hostile import (
+from properties.reliability._hostile import (
     TOOL_ARGUMENT_CASES,
     ToolArgsCase,
     check_tool_arguments,

@@ -15,8 +15,7 @@ from typing import cast
 import msgspec
 import pytest
 
-from storage import ASYNC_SUBAGENT_RESULT, LmdbSessionStore
-from subagents._reliability._crash import (
+from properties.reliability._crash import (
     FAULT_POINTS,
     REPLAYS,
     CrashReport,
@@ -26,8 +25,8 @@ from subagents._reliability._crash import (
     run_crash_cycles,
     shortfalls,
 )
-from subagents._reliability._lives import HostLife
-from subagents._reliability._oracle import (
+from properties.reliability._lives import HostLife
+from properties.reliability._oracle import (
     Ledger,
     Life,
     OracleLog,
@@ -35,6 +34,7 @@ from subagents._reliability._oracle import (
     check_snapshot,
     take_snapshot,
 )
+from storage import ASYNC_SUBAGENT_RESULT, LmdbSessionStore
 
 pytestmark = pytest.mark.timeout(240)
 

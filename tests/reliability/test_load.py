@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from subagents._reliability._load import run_load
+from properties.reliability._load import run_load
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from subagents._reliability._report import sigstop_section
-from subagents._reliability._sigstop import run_sigstop_cases
+from properties.reliability._report import sigstop_section
+from properties.reliability._sigstop import run_sigstop_cases
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -181,7 +181,7 @@ def test_a_malformed_spec_value_is_a_payload_error() -> None:
 # ------------------------------------------------------------------ rejected input
 # Every rejected input (missing or unterminated frontmatter, bad YAML, object tags,
 # alias bombs, deep nesting, bad UTF-8, oversized files ...) is a case of the hostile
-# corpus: subagents/_reliability/_hostile.py MARKDOWN_CASES, run by tests/hostile/.
+# corpus: properties/reliability/_hostile/ MARKDOWN_CASES, run by tests/hostile/.
 
 
 def test_a_spec_error_is_a_config_error_that_pickles_and_labels_bare_text() -> None:

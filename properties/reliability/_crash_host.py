@@ -1,6 +1,6 @@
 """The host side of crash runs: a real host process a parent drives and SIGKILLs.
 
-``python -m subagents._reliability._crash_host zygote`` imports the host once
+``python -m properties.reliability._crash_host zygote`` imports the host once
 and then forks one *host life* per ``spawn`` line it reads on stdin (so a
 restart costs a fork, not a second interpreter start-up). Every life is its own
 OS process: it opens the data directory (lock, LMDB store, event log), builds
@@ -50,12 +50,14 @@ import socket
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from actors import BackgroundSubagentError
 from storage import NotFound, StoreError
 from subagents import (
     FunctionModel,
@@ -329,8 +331,6 @@ async def _life(args: dict[str, Any]) -> int:
 
 async def _delegate_many(service: HostService, wire: _Wire, message: dict[str, Any]) -> None:
     """Accept ``n`` attempts in session ``sid`` through its supervisor, waiting out quotas."""
-    from actors import BackgroundSubagentError  # noqa: PLC0415 - only the load run needs it
-
     session_id, parent_run_id = message["sid"], message["parent"]
     supervisor = service.supervisor(session_id)
     done = 0
@@ -395,8 +395,6 @@ def _spawn(message: dict[str, Any]) -> int:
         os.dup2(err, 2)
         code = run_life(args)
     except BaseException:
-        import traceback  # noqa: PLC0415
-
         traceback.print_exc()
     finally:
         sys.stderr.flush()

@@ -15,11 +15,11 @@ each prompt to ``researcher`` (a ``test:echo`` child) in the background.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import sys
 import time
-from pathlib import Path
 from typing import TextIO
 
 from rich.console import Console
@@ -27,13 +27,14 @@ from rich.markup import escape
 
 from storage import ASYNC_SUBAGENT_RESULT, RunConflict, StoreError
 
-from ._demo_models import register_demo_models
-from ._host import HostConfig, load_host_config, open_host
-from ._host._jsonrpc import Connection, ErrorCode, RpcError
-from ._host._methods import HostEvent, RunStartParams, SessionCreateParams
-from ._host._service import HostService
+from .._host import HostConfig, load_host_config, open_host
+from .._host._agents import UnknownProfile
+from .._host._jsonrpc import Connection, ErrorCode, RpcError
+from .._host._methods import HostEvent, RunStartParams, SessionCreateParams
+from .._host._service import HostService
+from ._common import add_config_option, config_path, positive
+from ._demo import CHAT_CONFIG, register_demo_models
 
-CHAT_CONFIG = Path(__file__).with_name("_demo_assets") / "chat.toml"
 _TERMINAL = {"completed", "failed", "cancelled"}
 _ENDS = {"run.completed", "run.failed", "run.cancelled"}
 
@@ -203,8 +204,6 @@ def run_chat(
     register_demo_models()
     host_config: HostConfig = load_host_config(config or CHAT_CONFIG)
     if profile is not None and profile not in host_config.profiles:
-        from ._host._agents import UnknownProfile  # noqa: PLC0415
-
         known = ", ".join(sorted(host_config.profiles))
         raise UnknownProfile(
             f"unknown profile {profile!r} (profiles: {known})",
@@ -215,3 +214,23 @@ def run_chat(
     service = open_host(host_config, data_dir=data_dir, memory=data_dir is None, tick_seconds=0.1)
     console = console or Console(highlight=False)
     return asyncio.run(_chat(service, console, profile, stdin or sys.stdin, wait))
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_chat(
+        config=config_path(args.config),
+        profile=args.profile,
+        data_dir=args.data_dir,
+        wait=args.wait,
+    )
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    chat = sub.add_parser("chat", help="interactive session, background delegation")
+    chat.set_defaults(handler=run)
+    add_config_option(chat)
+    chat.add_argument("--profile", help="parent profile (default: host.default_profile)")
+    chat.add_argument("--data-dir", help="durable store (default: in memory)")
+    chat.add_argument(
+        "--wait", type=positive, default=30.0, help="at EOF, wait this long for late results"
+    )

@@ -1,13 +1,13 @@
 """``subagents verify --report``: every reliability run in one report with its figures.
 
 The report gathers six sections, each a :class:`Section` of named figures and
-violations: the property machines (run by the CLI, which alone may import
-``properties``, and handed in as rows), the clock-skew cases, a real host
-process SIGSTOPped for twice its lease TTL, the SIGKILL crash
-cycles with the fault points they fired, the hostile-input corpus and the load
-run. The process exit status is 0 only when no section has a violation, and
-every section enforces its own minimums ("it really happened"): a run that
-injected nothing is a violation, never a green report.
+violations: the property machines, the clock-skew cases, a real host process
+SIGSTOPped for twice its lease TTL, the SIGKILL crash cycles with the fault
+points they fired, the hostile-input corpus and the load run
+(:func:`report_runners`, in that order). The process exit status is 0 only
+when no section has a violation, and every section enforces its own minimums
+("it really happened"): a run that injected nothing is a violation, never a
+green report.
 
 :data:`BUDGETS` holds the sizes: ``ci`` is the bounded run CI does on every
 change; ``deep`` scales the same runs up for a long run (hours).
@@ -23,8 +23,17 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+from hypothesis import settings
 from rich.console import Console
 from rich.table import Table
+
+import properties
+from properties._skew import run_clock_cases
+
+from ._crash import run_crash_cycles
+from ._hostile import run_hostile_corpus
+from ._load import run_load
+from ._sigstop import run_sigstop_cases
 
 Figure = int | float | str
 
@@ -128,7 +137,7 @@ def current_commit(root: Path | None = None) -> str:
 
 
 class PropertyRow(msgspec.Struct, frozen=True, kw_only=True):
-    """One (machine, store) run of the conformance suite, as the CLI hands it in."""
+    """One (machine, store) run of the conformance suite."""
 
     machine: str
     store: str
@@ -311,11 +320,7 @@ def run_sections(
 
 
 def harness_runners(budget: Budget, seed: int, workdir: Path) -> list[tuple[str, SectionRunner]]:
-    """The sections this package runs itself: ``sigstop``, ``crash``, ``hostile``, ``load``."""
-    from ._crash import run_crash_cycles  # noqa: PLC0415 - each run loads only what it needs
-    from ._hostile import run_hostile_corpus  # noqa: PLC0415
-    from ._load import run_load  # noqa: PLC0415
-    from ._sigstop import run_sigstop_cases  # noqa: PLC0415
+    """The sections that drive real hosts: ``sigstop``, ``crash``, ``hostile``, ``load``."""
 
     def sigstop() -> Section:
         where = workdir / "sigstop"
@@ -347,6 +352,54 @@ def harness_runners(budget: Budget, seed: int, workdir: Path) -> list[tuple[str,
         )
 
     return [("sigstop", sigstop), ("crash", crash), ("hostile", hostile), ("load", load)]
+
+
+def property_rows(
+    budget: Budget, progress: Callable[[str], None] | None = None
+) -> list[PropertyRow]:
+    """Every property machine (and the supervisor machine) on each of ``budget.stores``,
+    at the budget's examples and steps; ``progress`` hears one line per pair."""
+    properties.load_profile("ci" if budget.name == "ci" else "deep")
+    hyp = settings(
+        properties.profile_settings(),
+        max_examples=budget.max_examples,
+        stateful_step_count=budget.step_count,
+    )
+    rows = []
+    for name in [*properties.MACHINES, "supervisor"]:
+        for store in budget.stores:
+            r = properties.run_machine(name, properties.resolve_factory(store), hyp)
+            if progress is not None:
+                progress(f"  {name} x {store}: {r.steps:,} steps, {r.seconds:.1f}s")
+            rows.append(
+                PropertyRow(
+                    machine=r.machine,
+                    store=r.store,
+                    examples=r.examples,
+                    steps=r.steps,
+                    invariants=r.invariants,
+                    operations=r.operations,
+                    seconds=r.seconds,
+                    failure=r.failure,
+                    reproduction=tuple(r.reproduction),
+                )
+            )
+    return rows
+
+
+def report_runners(
+    budget: Budget, seed: int, workdir: Path, progress: Callable[[str], None] | None = None
+) -> list[tuple[str, SectionRunner]]:
+    """Every section of the report, named as ``verify --skip`` names them, in run order:
+    ``properties`` and ``clock``, then :func:`harness_runners`."""
+
+    def machines() -> Section:
+        return properties_section(property_rows(budget, progress), budget)
+
+    def clock() -> Section:
+        return clock_section(run_clock_cases(seed=seed))
+
+    return [("properties", machines), ("clock", clock), *harness_runners(budget, seed, workdir)]
 
 
 # -- printing -----------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ._agent._models import (
+from ..._agent._models import (
     FunctionModel,
     ModelMessage,
     ModelRequest,
@@ -38,7 +38,13 @@ from ._agent._models import (
     ToolReturnPart,
     UserPromptPart,
 )
-from ._specs._agent_spec import ModelProviderRegistry, default_model_providers
+from ..._specs._agent_spec import ModelProviderRegistry, default_model_providers
+
+ASSETS = Path(__file__).with_name("assets")
+DEMO_CONFIG = ASSETS / "demo.toml"
+"""The demo host's configuration: the ``demo:`` models, subagents researcher, reviewer, debugger."""
+CHAT_CONFIG = ASSETS / "chat.toml"
+"""The offline chat's configuration: ``demo:assistant`` hands each prompt to ``researcher``."""
 
 PROVIDER = "demo"
 GATES_ENV = "SUBAGENTS_DEMO_GATES"

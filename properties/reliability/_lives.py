@@ -1,6 +1,6 @@
 """Starting, talking to and killing host lives (the parent side of :mod:`._crash_host`).
 
-:class:`Zygote` runs ``python -m subagents._reliability._crash_host`` once and
+:class:`Zygote` runs ``python -m properties.reliability._crash_host`` once and
 forks every host life from it; :class:`HostLife` is one life: its pid, its
 fencing generation and the queue of messages it sent over the parent's Unix
 socket (read by a daemon thread until the socket closes).
@@ -25,7 +25,7 @@ from typing import IO, Any
 
 from ._oracle import OracleLog
 
-HOST_MODULE = "subagents._reliability._crash_host"
+HOST_MODULE = "properties.reliability._crash_host"
 CONNECT_TIMEOUT = 30.0
 
 

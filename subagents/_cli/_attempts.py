@@ -1,0 +1,102 @@
+"""``subagents attempts list | show | cancel``: trusted operations on durable attempts.
+
+They work on a data directory (LMDB, opened shared beside a host that may be
+serving it) or on a PostgreSQL store (``--store URL``, never migrated here: an
+inspection command does not change the schema).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from .._host import AttemptView
+from .._host._datadir import OpenedStore, open_store, open_store_url, resolve_data_dir
+from .._host._trusted import TrustedAttempts
+from ._common import CliError
+
+_LIVE = {"accepted", "starting", "running", "waiting"}
+
+
+def _open(data_dir: str | None, store: str | None, schema: str) -> OpenedStore:
+    """The store ``attempts`` works on: ``store`` (a URL) or the data directory."""
+    if store:
+        return open_store_url(store, schema=schema, migrate=False, pool_size=1)
+    directory = resolve_data_dir(None, data_dir)
+    if not (directory / "lmdb").exists():
+        raise CliError(
+            f"no store in data directory {directory}",
+            "pass the --data-dir a host was served with",
+        )
+    return open_store(directory, shared=True)
+
+
+def attempts_table(views: Sequence[AttemptView]) -> Table:
+    """One row per attempt: ids, phase, execution, owner and how long its lease lives."""
+    table = Table(title=f"{len(views)} attempts")
+    table.add_column("attempt", no_wrap=True)
+    for column in ("subagent", "session", "phase", "execution", "owner", "lease"):
+        table.add_column(column, overflow="fold")
+    now = time.time()
+    for v in views:
+        if v.lease_live:
+            lease = f"live {v.lease_expires_at - now:.0f}s"
+        else:
+            lease = "expired" if v.execution_status in _LIVE else "-"
+        table.add_row(
+            v.attempt_id, v.subagent_name, v.session_id, v.phase, v.execution_status, v.owner, lease
+        )
+    return table
+
+
+def attempt_table(found: AttemptView) -> Table:
+    """Every field of one attempt, one row each."""
+    table = Table(show_header=False, title=found.attempt_id)
+    table.add_column("field", no_wrap=True)
+    table.add_column("value", no_wrap=True)
+    for key in AttemptView.__struct_fields__:
+        table.add_row(key, str(getattr(found, key)))
+    return table
+
+
+def run(args: argparse.Namespace) -> int:
+    console = Console(highlight=False)
+    opened = _open(args.data_dir, args.store, args.schema)
+    try:
+        trusted = TrustedAttempts(opened.store, getattr(args, "namespace", "default"))
+        if args.attempts_command == "list":
+            console.print(attempts_table(trusted.list(args.session)))
+            return 0
+        if args.attempts_command == "show":
+            console.print(attempt_table(trusted.show(args.attempt_id)))
+            return 0
+        cancelled = trusted.cancel(args.attempt_id, args.reason)
+    finally:
+        opened.close()
+    console.print(
+        f"attempt {cancelled.attempt_id}: {cancelled.execution_status} ({cancelled.phase})"
+    )
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    attempts = sub.add_parser("attempts", help="inspect or cancel durable attempts (trusted)")
+    attempts.set_defaults(handler=run)
+    asub = attempts.add_subparsers(dest="attempts_command", required=True, metavar="ACTION")
+    alist = asub.add_parser("list", help="every attempt")
+    alist.add_argument("--session", help="only this session")
+    alist.add_argument("--namespace", default="default", help="the attempts' namespace")
+    ashow = asub.add_parser("show", help="one attempt")
+    ashow.add_argument("attempt_id")
+    acancel = asub.add_parser("cancel", help="cancel an attempt whose owner is gone")
+    acancel.add_argument("attempt_id")
+    acancel.add_argument("--reason", default="cancelled by operator")
+    for p in (alist, ashow, acancel):
+        where = p.add_mutually_exclusive_group(required=True)
+        where.add_argument("--data-dir", help="the host's data directory (LMDB)")
+        where.add_argument("--store", metavar="URL", help="the hosts' postgresql://... store")
+        p.add_argument("--schema", default="public", help="with --store: PostgreSQL schema")

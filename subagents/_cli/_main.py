@@ -1,0 +1,47 @@
+"""The ``subagents`` parser and entry point: each command group registers its own
+subcommand and handler (``set_defaults(handler=...)``); :func:`main` calls it."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+
+from statemachines import SubagentsError
+
+from . import _attempts, _chat, _db, _demo, _diagram, _run, _serve, _verify
+from ._common import FIXES, CliError, fail
+
+Handler = Callable[[argparse.Namespace], int]
+
+COMMAND_GROUPS = (_serve, _run, _diagram, _verify, _attempts, _db, _chat, _demo)
+"""In the order ``subagents --help`` lists them."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="subagents", description="A reliable delegation kernel for LLM agents."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for group in COMMAND_GROUPS:
+        group.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``subagents`` console script; returns the exit status.
+
+    0: done; 1: the command ran and found a failure (``verify``, ``chat``);
+    2: a fixable error, printed as one line and its fix on stderr; 130: interrupted.
+    """
+    args = build_parser().parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except CliError as exc:
+        return fail(exc.message, exc.fix)
+    except SubagentsError as exc:
+        fix = getattr(exc, "fix", None) or FIXES.get(type(exc).__name__, "see the message above")
+        message = getattr(exc, "message", None) or str(exc)
+        return fail(message, str(fix))
+    except KeyboardInterrupt:
+        return 130

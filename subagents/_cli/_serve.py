@@ -1,0 +1,184 @@
+"""``subagents serve --stdio | --http``: the durable RPC host (JSON-RPC 2.0).
+
+:func:`serve_host` is the typed entry point: it serves an opened
+:class:`HostService` on one transport until shutdown. The ``serve`` command
+opens the service from its flags and calls it; the demo's host process calls it
+too, on the demo config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import secrets
+import signal
+import sys
+from pathlib import Path
+from typing import Literal
+
+from .._host import HostConfig, HostService, open_host
+from .._host._datadir import redact, url_password
+from .._host._http import serve_http
+from .._host._stdio import serve_stdio
+from ._common import add_config_option, host_config, port, positive
+
+Transport = Literal["stdio", "http"]
+
+
+class Redact(logging.Filter):
+    """Masks a store password in every record a handler emits (messages and tracebacks)."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__()
+        self.url = url
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        masked = redact(text, self.url)
+        if masked != text:
+            record.msg, record.args = masked, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text, self.url)
+        return True
+
+
+def serve_host(
+    service: HostService,
+    *,
+    transport: Transport,
+    port: int = 0,
+    token_file: str | os.PathLike[str] | None = None,
+) -> None:
+    """Start ``service``, serve it on ``transport`` until shutdown, then close it.
+
+    Runs its own event loop on the calling thread (``asyncio.run``) and returns
+    when the transport ends (stdio: end of input or ``shutdown``; either: SIGTERM
+    or SIGINT, which stop admission and close the service cleanly). Over HTTP it
+    listens on 127.0.0.1:``port`` (0: ephemeral) and prints one JSON line naming
+    the URL and where the bearer token is (``token_file``, else ``http.token`` in
+    the data directory, else the token itself). A ``KeyboardInterrupt`` ends it
+    quietly; any other error of the service propagates after it is closed.
+    """
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve(service, transport, port, token_file))
+
+
+async def _serve(
+    service: HostService,
+    transport: Transport,
+    port: int,
+    token_file: str | os.PathLike[str] | None,
+) -> None:
+    try:
+        await service.start()
+    except BaseException:
+        await service.close()
+        raise
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        # Stop admission and close the service cleanly, on either transport.
+        loop.add_signal_handler(sig, service.shutdown_requested.set)
+    dispatcher = service.dispatcher()
+    if transport == "stdio":
+        await serve_stdio(service, dispatcher)
+        return
+    token = os.environ.get("SUBAGENTS_HOST_TOKEN") or secrets.token_urlsafe(32)
+    path = _write_token(service, token, token_file)
+
+    def ready(url: str) -> None:
+        line = {"listening": url, "token_file": str(path) if path else None}
+        if path is None:
+            line["token"] = token
+        sys.stdout.write(json.dumps(line) + "\n")
+        sys.stdout.flush()
+
+    await serve_http(service, dispatcher, token, port=port, ready=ready)
+
+
+def _write_token(
+    service: HostService, token: str, token_file: str | os.PathLike[str] | None
+) -> Path | None:
+    """Write the bearer token (mode 0600) where a client can read it; ``None``: nowhere."""
+    path = Path(token_file) if token_file else None
+    if path is None and service.data_dir is not None:
+        path = Path(service.data_dir) / "http.token"
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(token)
+    return path
+
+
+def _store_url(args: argparse.Namespace, config: HostConfig) -> str | None:
+    """The PostgreSQL URL the host will use (``--store``, else the config's), if any."""
+    if args.store:
+        return str(args.store)
+    if args.data_dir or args.memory:
+        return None
+    return config.host.store
+
+
+def run(args: argparse.Namespace) -> int:
+    """The ``serve`` command: open the host its flags name and serve it."""
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    config = host_config(args.config)
+    url = _store_url(args, config)
+    if url is not None and url_password(url):
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(Redact(url))
+    service = open_host(
+        config,
+        data_dir=args.data_dir,
+        store=args.store,
+        memory=args.memory,
+        shared=args.shared,
+        host_instance_id=args.owner,
+        tick_seconds=args.tick,
+    )
+    serve_host(
+        service,
+        transport="stdio" if args.stdio else "http",
+        port=args.port,
+        token_file=args.token_file,
+    )
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    serve = sub.add_parser("serve", help="run the durable RPC host (JSON-RPC 2.0)")
+    mode = serve.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--stdio", action="store_true", help="one JSON object per line")
+    mode.add_argument("--http", action="store_true", help="POST /rpc and SSE on 127.0.0.1")
+    add_config_option(serve)
+    where = serve.add_mutually_exclusive_group()
+    where.add_argument("--data-dir", help="where sessions, runs and events live (LMDB)")
+    where.add_argument(
+        "--store",
+        metavar="URL",
+        help="postgresql://USER@HOST:PORT/DB shared by several hosts (default: host.store)",
+    )
+    where.add_argument("--memory", action="store_true", help="keep everything in memory")
+    serve.add_argument(
+        "--shared", action="store_true", help="share the data dir with other live hosts"
+    )
+    serve.add_argument(
+        "--owner",
+        help="this host's instance id, the owner of its leases (default: random); "
+        "give each host its own",
+    )
+    serve.add_argument("--port", type=port, default=0, help="HTTP port (default: ephemeral)")
+    serve.add_argument("--token-file", help="where to write the HTTP bearer token")
+    serve.add_argument("--tick", type=positive, default=1.0, help="maintenance tick, seconds")
+    serve.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr")
+    serve.set_defaults(handler=run)
