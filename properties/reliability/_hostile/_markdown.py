@@ -27,16 +27,21 @@ from ._host import hostile_host
 class MarkdownCase:
     """A subagent file. ``reason`` is a fragment of the expected
     :class:`SubagentSpecError` reason (``None``: the input is valid and parses);
-    ``line`` (when not ``None``) and ``key`` are the error's location."""
+    ``line`` (when not ``None``) and ``key`` are the error's location; a tuple of
+    keys accepts any of them (deep nesting is refused by libyaml's own nesting limit,
+    with no key, where the installed libyaml has one, else by the parser's depth
+    check at the key that nests)."""
 
     name: str
     source: str | bytes
     reason: str | None
     line: int | None = None
-    key: str | None = None
+    key: str | tuple[str | None, ...] | None = None
 
 
 _HEAD = "---\nname: a\ndescription: b\n"
+# libyaml's nesting limit answers with no key; without one, the depth check names ``x``.
+_NESTING_KEYS = (None, "x")
 
 
 def _bomb(levels: int = 7) -> str:
@@ -288,22 +293,28 @@ MARKDOWN_CASES: tuple[MarkdownCase, ...] = (
         "loop",
     ),
     MarkdownCase(
-        "deep flow nesting", "---\nname: a\nx: " + "[" * 5000 + "]" * 5000 + "\n---\n", "nest"
+        "deep flow nesting",
+        "---\nname: a\nx: " + "[" * 5000 + "]" * 5000 + "\n---\n",
+        "nest",
+        key=_NESTING_KEYS,
     ),
     MarkdownCase(
         "10,000 levels of flow sequences",
         _HEAD + "x: " + "[" * 10_000 + "]" * 10_000 + "\n---\n",
-        "exceeded maximum nesting depth",
+        "nest",
+        key=_NESTING_KEYS,
     ),
     MarkdownCase(
         "10,000 levels of flow mappings",
         _HEAD + "x: " + "{a: " * 10_000 + "1" + "}" * 10_000 + "\n---\n",
-        "exceeded maximum nesting depth",
+        "nest",
+        key=_NESTING_KEYS,
     ),
     MarkdownCase(
         "10,000 levels of compact block sequences",
         _HEAD + "x:\n" + "- " * 10_000 + "a\n---\n",
         "nest",
+        key=_NESTING_KEYS,
     ),
     MarkdownCase(
         "deep block nesting",
@@ -366,7 +377,7 @@ def check_markdown(case: MarkdownCase) -> list[str]:
             found.append(f"{where}: reason {error.reason!r} lacks {case.reason!r}")
         if case.line is not None and error.line != case.line:
             found.append(f"{where}: line {error.line}, expected {case.line}")
-        if error.key != case.key:
+        if error.key not in (case.key if isinstance(case.key, tuple) else (case.key,)):
             found.append(f"{where}: key {error.key!r}, expected {case.key!r}")
         if error.path != label:
             found.append(f"{where}: path {error.path!r}, expected {label!r}")
