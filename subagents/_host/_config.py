@@ -429,7 +429,7 @@ _POSITIVE_SECONDS = (
     "http_log_interval",
 )
 _INT_RANGES = {
-    "stream_buffer_events": (1, 1_000_000),
+    "stream_buffer_events": (1, 10_000),  # under the 10,000 events one subscribe replays
     "stream_retry_ms": (0, 86_400_000),
     "http_max_connections": (1, 1_000_000),
     "http_max_header_bytes": (1024, 1 << 20),
