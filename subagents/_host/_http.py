@@ -38,7 +38,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ._config import is_loopback, resolve_bind
-from ._httpguard import ConnectionGuard, fd_capped, guarded_protocol, install_quiet_logs
+from ._httpguard import ConnectionGuard, fd_budget, guarded_protocol, install_quiet_logs
 from ._jsonrpc import Connection, Dispatcher, ErrorCode, RpcError, encode_frame, too_large
 from ._methods import HostEvent
 from ._service import HostService
@@ -239,8 +239,9 @@ def _listen(bind: str, port: int) -> socket.socket:
 
 def _server(app: Starlette, service: HostService) -> tuple[_Server, ConnectionGuard]:
     bounds = service.config.host
+    cap, backlog = fd_budget(bounds.http_max_connections)
     guard = ConnectionGuard(
-        max_connections=fd_capped(bounds.http_max_connections),
+        max_connections=cap,
         header_timeout=bounds.http_header_timeout,
         log_interval=bounds.http_log_interval,
     )
@@ -252,7 +253,7 @@ def _server(app: Starlette, service: HostService) -> tuple[_Server, ConnectionGu
         timeout_graceful_shutdown=2,
         timeout_keep_alive=bounds.http_keep_alive_timeout,  # type: ignore[arg-type]
         h11_max_incomplete_event_size=bounds.http_max_header_bytes,
-        backlog=min(2048, max(128, guard.max_connections)),
+        backlog=backlog,
         access_log=False,
     )
     return _Server(config), guard
@@ -289,7 +290,7 @@ async def serve_http(
         await service.close()
         raise
     app = build_app(service, dispatcher, token)
-    remove_filters = install_quiet_logs(service.config.host.http_log_interval)
+    install_quiet_logs(service.config.host.http_log_interval)
     try:
         host, actual = sock.getsockname()[:2]
         server, _guard = _server(app, service)
@@ -313,6 +314,5 @@ async def serve_http(
         with contextlib.suppress(asyncio.CancelledError):
             await stop
     finally:
-        remove_filters()
         sock.close()
         await service.close()

@@ -42,20 +42,27 @@ FD_RESERVE = 64
 _HEAD_END = b"\r\n\r\n"
 
 
-def fd_capped(max_connections: int) -> int:
-    """``max_connections``, lowered to keep :data:`FD_RESERVE` descriptors free under
-    the soft ``RLIMIT_NOFILE`` (at least 1)."""
+def fd_budget(max_connections: int) -> tuple[int, int]:
+    """``(cap, backlog)`` under the soft ``RLIMIT_NOFILE``.
+
+    asyncio accepts up to ``backlog`` connections per wake-up before any reaches
+    the guard, so the cap leaves room for two such bursts plus :data:`FD_RESERVE`:
+    accepting never meets ``EMFILE``. ``backlog`` is an eighth of the limit
+    (64..1024); ``cap`` is ``max_connections`` or less (at least 1).
+    """
     soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
-        return max_connections
-    return max(1, min(max_connections, soft - FD_RESERVE))
+        return max_connections, 1024
+    backlog = max(64, min(1024, soft // 8))
+    return max(1, min(max_connections, soft - FD_RESERVE - 2 * backlog)), backlog
 
 
 class ConnectionGuard:
     """The head deadline and the connection cap of one server (see the module).
 
     ``counts`` (``evicted``, ``refused``, ``head_timeouts``) accumulate since the
-    last report; :meth:`report` logs them at most once per ``log_interval``.
+    last report, ``totals`` since the start; :meth:`report` logs ``counts`` at most
+    once per ``log_interval``.
     ``now`` is the monotonic time source (injectable for tests).
     """
 
@@ -76,7 +83,8 @@ class ConnectionGuard:
             collections.OrderedDict()
         )
         self.counts: collections.Counter[str] = collections.Counter()
-        self._last_report = now()
+        self.totals: collections.Counter[str] = collections.Counter()
+        self._last_report = float("-inf")  # the first refusal is logged at once
 
     @property
     def live(self) -> int:
@@ -94,7 +102,7 @@ class ConnectionGuard:
                 oldest = next(iter(self._waiting))
                 self._drop(oldest, "evicted")
             else:
-                self.counts["refused"] += 1
+                self._count("refused")
                 transport.close()
                 self.report()
                 return False
@@ -126,9 +134,13 @@ class ConnectionGuard:
 
     def _drop(self, transport: asyncio.BaseTransport, why: str) -> None:
         self.closed(transport)
-        self.counts[why] += 1
+        self._count(why)
         transport.close()
         self.report()
+
+    def _count(self, what: str) -> None:
+        self.counts[what] += 1
+        self.totals[what] += 1
 
     def report(self) -> None:
         """One log line with the counts since the last one, at most once per interval."""
@@ -137,8 +149,7 @@ class ConnectionGuard:
             return
         summary = ", ".join(f"{name} {count}" for name, count in sorted(self.counts.items()))
         log.warning(
-            "HTTP connection bounds in the last %.0f s: %s (%d open, cap %d)",
-            now - self._last_report,
+            "HTTP connection bounds: %s since the last report (%d open, cap %d)",
             summary,
             len(self._live),
             self.max_connections,
@@ -196,7 +207,9 @@ class RateLimitFilter(logging.Filter):
         self._seen: dict[Any, tuple[float, int]] = {}
 
     def filter(self, record: logging.LogRecord) -> bool:
-        key = (record.name, record.msg if isinstance(record.msg, str) else type(record.msg))
+        # The first 48 characters: asyncio puts handles and timestamps after them.
+        text = record.msg if isinstance(record.msg, str) else type(record.msg).__name__
+        key = (record.name, text[:48])
         now = self._now()
         with self._lock:
             last, suppressed = self._seen.get(key, (float("-inf"), 0))
@@ -213,15 +226,20 @@ QUIET_LOGGERS = ("uvicorn.error", "asyncio", "subagents.host.http")
 """Where accept failures, protocol errors and refusals are logged."""
 
 
-def install_quiet_logs(interval: float) -> Callable[[], None]:
-    """Rate-limit :data:`QUIET_LOGGERS`; the returned callable removes the filters."""
-    limiter = RateLimitFilter(interval)
-    loggers = [logging.getLogger(name) for name in QUIET_LOGGERS]
-    for logger in loggers:
-        logger.addFilter(limiter)
+_installed: list[RateLimitFilter] = []
+_install_lock = threading.Lock()
 
-    def remove() -> None:
-        for logger in loggers:
-            logger.removeFilter(limiter)
 
-    return remove
+def install_quiet_logs(interval: float) -> RateLimitFilter:
+    """Rate-limit :data:`QUIET_LOGGERS` for the rest of the process (asyncio may log
+    accept retries after the server closed). Idempotent: a second call only sets
+    the interval of the filter already installed."""
+    with _install_lock:
+        if _installed:
+            _installed[0].interval = interval
+            return _installed[0]
+        limiter = RateLimitFilter(interval)
+        for name in QUIET_LOGGERS:
+            logging.getLogger(name).addFilter(limiter)
+        _installed.append(limiter)
+        return limiter
