@@ -32,10 +32,12 @@ from collections.abc import AsyncIterator, Callable, Iterator
 
 import uvicorn
 from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette.sse import SendTimeoutError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from ._config import is_loopback, resolve_bind
 from ._httpguard import ConnectionGuard, fd_budget, guarded_protocol, install_quiet_logs
@@ -54,6 +56,18 @@ OVERFLOW_EVENT = "stream.overflow"
 def _error_response(error: RpcError, status: int) -> Response:
     body = {"jsonrpc": "2.0", "id": None, "error": error.to_wire()}
     return Response(encode_frame(body), status_code=status, media_type="application/json")
+
+
+class _EventStream(EventSourceResponse):
+    """sse-starlette's response, but a client that stopped reading (a write blocked
+    past ``send_timeout``) ends its stream with one rate-limited log line instead of
+    an ASGI traceback; uvicorn then closes the connection."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except SendTimeoutError:
+            log.warning("closed an SSE stream whose client stopped reading")
 
 
 def _invalid_seq(field: str) -> Response:
@@ -187,7 +201,7 @@ def build_app(service: HostService, dispatcher: Dispatcher, token: str) -> Starl
                 service.remove_listener(sub_id)
                 streams.discard(buffer)
 
-        return EventSourceResponse(
+        return _EventStream(
             stream(),
             headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
             ping=bounds.stream_heartbeat,

@@ -96,10 +96,14 @@ async def open_stream(
 
 
 async def read_until(chunks: AsyncIterator[str], text: str, end: str) -> str:
-    """``text`` plus the stream's text up to and including the first ``end`` after it."""
-    while end not in text:
-        text += await asyncio.wait_for(anext(chunks), TIMEOUT)
-    return text
+    """``text`` plus the stream's text up to and including the first ``end`` after it
+    (linear in the text read: a slow reader would be cut by the send timeout)."""
+    parts, tail = [text], text[-len(end) :]
+    while end not in tail:
+        chunk = await asyncio.wait_for(anext(chunks), TIMEOUT)
+        parts.append(chunk)
+        tail = (tail + chunk)[-(len(chunk) + len(end)) :]
+    return "".join(parts)
 
 
 async def read_to_eof(chunks: AsyncIterator[str]) -> str:
@@ -298,3 +302,47 @@ async def test_a_stdio_subscriber_that_never_reads_is_cut_and_resumes_without_a_
         assert resumed == list(range(notice["last_seq"] + 1, total + 1))
     finally:
         await pipes.close()
+
+
+async def test_an_sse_client_that_stops_reading_is_closed_at_the_send_timeout(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """No buffer overflow here (the buffer is large): a client that reads nothing while
+    megabytes arrive blocks the stream's writes; past ``stream_send_timeout`` the stream
+    is closed with a log line, not a traceback, and the client resumes from its last id."""
+    bounds = "stream_buffer_events = 10000\nstream_send_timeout = 1.0\n"
+    service = memory_service(CONFIG.replace("[host]\n", "[host]\n" + bounds))
+    await service.start()
+    server = Served(service)
+    try:
+        url = await server.base()
+        await Client(service.dispatcher()).result("session.create", {"session_id": "s1"})
+        total = 1 + 400
+        async with open_stream(url, "s1") as chunks:
+            await read_until(chunks, "", "\n\n")
+            for n in range(total - 1):  # 400 x 64 KiB: far more than the socket buffers
+                service.emit("s1", "test.big", None, {"n": n, "pad": "x" * 65536})
+            for _ in range(int(TIMEOUT / 0.05)):  # a bounded poll of the host's state
+                if not service._subscriptions:
+                    break
+                await asyncio.sleep(0.05)
+            assert not service._subscriptions, "the stalled stream is still open"
+            parts: list[str] = []
+            with contextlib.suppress(httpx.HTTPError):  # the server cut it mid-message
+                async for chunk in chunks:
+                    parts.append(chunk)
+            text = "".join(parts)
+        complete = text[: text.rfind("\n\n") + 2] if "\n\n" in text else ""
+        delivered = [int(m["id"]) for m in events_of(parse_sse(complete))]
+        assert delivered == list(range(1, len(delivered) + 1))
+        last = delivered[-1] if delivered else 0
+        assert last < total
+        async with open_stream(url, "s1", last_event_id=last) as chunks:
+            text = await read_until(chunks, "", f"id: {total}\n")
+        resumed = [int(m["id"]) for m in events_of(parse_sse(text))]
+        assert resumed[: total - last] == list(range(last + 1, total + 1))
+    finally:
+        await server.stop()
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("stopped reading" in m for m in messages), messages
+    assert not any(r.exc_info for r in caplog.records), messages
