@@ -153,7 +153,7 @@ async def test_a_non_loopback_bind_without_an_operator_token_is_refused() -> Non
 
 @pytest.fixture
 async def served() -> AsyncIterator[tuple[HostService, str, int]]:
-    bounds = "http_header_timeout = 0.2\nhttp_body_timeout = 0.2\n"
+    bounds = "http_header_timeout = 0.2\nhttp_body_timeout = 0.2\nhttp_keep_alive_timeout = 600.0\n"
     service = memory_service(CONFIG.replace("[host]\n", "[host]\n" + bounds))
     await service.start()
     loop = asyncio.get_running_loop()
@@ -191,6 +191,31 @@ async def test_a_body_that_stalls_gets_408(served: tuple[HostService, str, int])
         f"POST /rpc HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
         "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n"
     )
-    reply = await exchange(host, port, head.encode() + b'{"jsonrpc":')
-    assert reply.startswith(b"HTTP/1.1 408 "), reply
-    assert b'"body_timeout"' in reply
+    reader, writer = await asyncio.open_connection(host, port)
+    try:
+        writer.write(head.encode() + b'{"jsonrpc":')  # 11 of the 100 bytes, then nothing
+        reply = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), TIMEOUT)
+        assert reply.startswith(b"HTTP/1.1 408 "), reply
+        length = int(reply.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+        assert b'"body_timeout"' in await reader.readexactly(length)
+    finally:
+        writer.close()
+
+
+async def test_the_next_request_on_a_kept_alive_connection_has_a_head_deadline_too(
+    served: tuple[HostService, str, int],
+) -> None:
+    """uvicorn stops its keep-alive timer at the first byte of the next request; the
+    guard's head deadline starts there, so a trickled second head is dropped too."""
+    _, host, port = served
+    reader, writer = await asyncio.open_connection(host, port)
+    try:
+        writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), TIMEOUT)
+        assert head.startswith(b"HTTP/1.1 200 ")
+        length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+        assert await reader.readexactly(length) == b'{"status":"ok"}'
+        writer.write(b"GET /health HTTP/1.1\r\nHo")  # and then nothing more
+        assert await asyncio.wait_for(reader.read(), TIMEOUT) == b""  # closed by the host
+    finally:
+        writer.close()
