@@ -105,6 +105,66 @@ def _event_message(event: HostEvent) -> ServerSentEvent:
     )
 
 
+async def _read_body(request: Request, limit: int, timeout: float) -> bytes | Response:
+    """The request body; 413 past ``limit`` bytes, 408 when it takes over ``timeout`` s."""
+    body = bytearray()
+    try:
+        async with asyncio.timeout(timeout):
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > limit:
+                    return _error_response(too_large(len(body), limit), 413)
+    except TimeoutError:
+        error = RpcError(
+            ErrorCode.INVALID_REQUEST,
+            f"the request body did not arrive within {timeout:g} s",
+            {"reason": "body_timeout"},
+        )
+        return _error_response(error, 408)
+    return bytes(body)
+
+
+def _sse_response(
+    service: HostService, session_id: str, after: int, streams: set[EventBuffer]
+) -> Response:
+    """The SSE stream of ``session_id`` after seq ``after`` (see the module docstring).
+
+    The listener is registered when the stream starts, before the log is read (so
+    nothing falls between the replay and the live events), and removed when it
+    ends: a response that never streams (a HEAD request, a client gone before
+    the first byte) registers nothing.
+    """
+    bounds = service.config.host
+
+    async def stream() -> AsyncIterator[ServerSentEvent]:
+        buffer = EventBuffer(bounds.stream_buffer_events)
+        streams.add(buffer)
+        sub_id = service.add_listener(session_id, buffer.push)
+        last = after
+        try:
+            yield ServerSentEvent(comment="subscribed", retry=bounds.stream_retry_ms, sep="\n")
+            async for event in follow(service, session_id, after, buffer):
+                last = event.seq
+                yield _event_message(event)
+            if buffer.overflowed:
+                data = {"session_id": session_id, "last_seq": last, "reason": "lagged"}
+                yield ServerSentEvent(
+                    data=encode_frame(data).decode(), event=OVERFLOW_EVENT, id=str(last), sep="\n"
+                )
+        finally:
+            service.remove_listener(sub_id)
+            streams.discard(buffer)
+
+    return _EventStream(
+        stream(),
+        headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
+        ping=bounds.stream_heartbeat,
+        ping_message_factory=lambda: ServerSentEvent(comment="heartbeat", sep="\n"),
+        send_timeout=bounds.stream_send_timeout,
+        sep="\n",
+    )
+
+
 def build_app(service: HostService, dispatcher: Dispatcher, token: str) -> Starlette:
     """The ASGI app (usable in-process with ``httpx.ASGITransport``).
 
@@ -127,23 +187,6 @@ def build_app(service: HostService, dispatcher: Dispatcher, token: str) -> Starl
             401,
         )
 
-    async def read_body(request: Request, limit: int) -> bytes | Response:
-        body = bytearray()
-        try:
-            async with asyncio.timeout(bounds.http_body_timeout):
-                async for chunk in request.stream():
-                    body += chunk
-                    if len(body) > limit:
-                        return _error_response(too_large(len(body), limit), 413)
-        except TimeoutError:
-            error = RpcError(
-                ErrorCode.INVALID_REQUEST,
-                f"the request body did not arrive within {bounds.http_body_timeout:g} s",
-                {"reason": "body_timeout"},
-            )
-            return _error_response(error, 408)
-        return bytes(body)
-
     async def rpc(request: Request) -> Response:
         if not authorized(request):
             return unauthorized()
@@ -156,7 +199,7 @@ def build_app(service: HostService, dispatcher: Dispatcher, token: str) -> Starl
             and (len(declared) > 19 or int(declared) > limit)
         ):
             return _error_response(too_large(int(declared[:19]), limit), 413)
-        body = await read_body(request, limit)
+        body = await _read_body(request, limit, bounds.http_body_timeout)
         if isinstance(body, Response):
             return body
         conn = Connection(transport="http")
@@ -178,37 +221,7 @@ def build_app(service: HostService, dispatcher: Dispatcher, token: str) -> Starl
             return _error_response(
                 RpcError(ErrorCode.NOT_FOUND, f"no session {session_id[:100]!r}"), 404
             )
-        buffer = EventBuffer(bounds.stream_buffer_events)
-        streams.add(buffer)
-        sub_id = service.add_listener(session_id, buffer.push)
-
-        async def stream() -> AsyncIterator[ServerSentEvent]:
-            last = after
-            try:
-                yield ServerSentEvent(comment="subscribed", retry=bounds.stream_retry_ms, sep="\n")
-                async for event in follow(service, session_id, after, buffer):
-                    last = event.seq
-                    yield _event_message(event)
-                if buffer.overflowed:
-                    data = {"session_id": session_id, "last_seq": last, "reason": "lagged"}
-                    yield ServerSentEvent(
-                        data=encode_frame(data).decode(),
-                        event=OVERFLOW_EVENT,
-                        id=str(last),
-                        sep="\n",
-                    )
-            finally:
-                service.remove_listener(sub_id)
-                streams.discard(buffer)
-
-        return _EventStream(
-            stream(),
-            headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
-            ping=bounds.stream_heartbeat,
-            ping_message_factory=lambda: ServerSentEvent(comment="heartbeat", sep="\n"),
-            send_timeout=bounds.stream_send_timeout,
-            sep="\n",
-        )
+        return _sse_response(service, session_id, after, streams)
 
     async def health(request: Request) -> Response:
         return JSONResponse({"status": "ok"})

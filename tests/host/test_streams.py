@@ -346,3 +346,23 @@ async def test_an_sse_client_that_stops_reading_is_closed_at_the_send_timeout(
     messages = [r.getMessage() for r in caplog.records]
     assert any("stopped reading" in m for m in messages), messages
     assert not any(r.exc_info for r in caplog.records), messages
+
+
+async def test_streams_that_end_early_leave_no_listener_behind(served: Served) -> None:
+    service = served.service
+    url = await served.base()
+    await Client(service.dispatcher()).result("session.create", {"session_id": "s1"})
+    auth = {"authorization": f"Bearer {TOKEN}"}
+    async with httpx.AsyncClient(base_url=url, timeout=TIMEOUT, headers=auth) as client:
+        for _ in range(20):  # HEAD answers with headers only: it never streams
+            head = await client.head("/events", params={"session_id": "s1"})
+            assert head.status_code == 200
+    assert service._subscriptions == {}
+    for _ in range(20):  # clients that go away after the first bytes
+        async with open_stream(url, "s1") as chunks:
+            await read_until(chunks, "", "\n\n")
+    for _ in range(int(TIMEOUT / 0.05)):  # a bounded poll: disconnects are noticed async
+        if not service._subscriptions:
+            break
+        await asyncio.sleep(0.05)
+    assert service._subscriptions == {}
