@@ -106,6 +106,16 @@ def _bounded_push(
         service.remove_listener(sub_id)
         conn.subscriptions.discard(sub_id)
 
+    def prune(current: str) -> None:
+        """Forget ended subscriptions, so a connection that subscribes for months
+        keeps state only for the live ones (and ``current``, maybe mid-replay)."""
+        if len(last_queued) + len(dropped) <= 64 + 4 * len(conn.subscriptions):
+            return
+        keep = conn.subscriptions | {current}
+        for sub_id in [s for s in last_queued if s not in keep]:
+            del last_queued[sub_id]
+        dropped.intersection_update(keep)
+
     def push(value: dict[str, Any]) -> None:
         params = value.get("params")
         if value.get("method") != EVENT_NOTIFICATION or not isinstance(params, dict):
@@ -115,6 +125,7 @@ def _bounded_push(
         if not isinstance(sub_id, str) or not isinstance(event, HostEvent):
             outbox.send(encode_frame(value))
             return
+        prune(sub_id)
         if sub_id in dropped:  # cut during its own replay: registered after the cut
             drop(sub_id)
             return
