@@ -36,7 +36,15 @@ def test_a_host_under_libfaketime_keeps_its_attempt_across_clock_steps(
     config = tmp_path / "host.toml"
     config.write_text(planner_config("gated:x", lease_ttl=LEASE_TTL))
     offset = tmp_path / "faketime"
-    offset.write_text("+0\n")
+
+    def step_to(value: str) -> None:
+        # Atomically: libfaketime rereads the file at every clock call and must never
+        # see it empty or half-written.
+        staged = tmp_path / "faketime.new"
+        staged.write_text(value + "\n")
+        staged.replace(offset)
+
+    step_to("+0")
     release = tmp_path / "release"
     env = {
         "SUBAGENTS_TEST_RELEASE": str(release),
@@ -60,10 +68,12 @@ def test_a_host_under_libfaketime_keeps_its_attempt_across_clock_steps(
     def no_continuation() -> None:
         host.drain()
         admitted = [e for e in host.events if e["kind"] == "run.admitted"]
-        assert [e["run_id"] for e in admitted] == [parent["run_id"]], (admitted, host.tail())
+        if [e["run_id"] for e in admitted] != [parent["run_id"]]:
+            runs = host.result("run.list", {"session_id": "s1"})["runs"]
+            raise AssertionError(f"a continuation was admitted: {runs[-1]}\n{host.tail()}")
 
     for step in ("+600", "-600"):
-        offset.write_text(step + "\n")
+        step_to(step)
         # Thirty maintenance ticks at the stepped clock: a host judging its own lease
         # by the wall clock would have reconciled the attempt as lost at the first.
         observe(no_continuation, WINDOW)
