@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 from host_helpers import Client, next_event, planner
 
+from properties.reliability._scripted import planner_config
 from storage import AnchoredClock, LmdbSessionStore, MemorySessionStore
 from subagents import FunctionModel, ModelMessage, ModelRequestParameters, default_model_providers
 from subagents._host import HostService, parse_host_config
 from subagents._host._datadir import open_store
-from subagents._reliability._scripted import planner_config
 
 TIMEOUT = 30.0
 LEASE_TTL = 2.0

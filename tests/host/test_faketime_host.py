@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from host_processes import HostProc, observe, poll_until
 
-from subagents._reliability._scripted import planner_config
+from properties.reliability._scripted import planner_config
 
 pytestmark = pytest.mark.timeout(120)
 
