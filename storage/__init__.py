@@ -5,6 +5,7 @@ Imports only point down: ``storage`` uses ``statemachines`` and nothing above it
 
 from ._backend import Backend as Backend
 from ._backend import Txn as Txn
+from ._clock import AnchoredClock as AnchoredClock
 from ._clock import Clock as Clock
 from ._clock import IdSource as IdSource
 from ._clock import ManualClock as ManualClock
@@ -84,6 +85,7 @@ __all__ = [
     "AcquireContinuation",
     "AdmissionLease",
     "AlreadyExists",
+    "AnchoredClock",
     "Artifact",
     "ArtifactLimits",
     "AttemptRecord",

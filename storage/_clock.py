@@ -12,6 +12,7 @@ import random
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 
@@ -40,6 +41,50 @@ class SystemClock:
 
     def __repr__(self) -> str:
         return "SystemClock()"
+
+
+class AnchoredClock:
+    """Wall time read once, then advanced by a monotonic source: immune to wall-clock steps.
+
+    ``now()`` is ``wall()`` taken at construction plus the ``monotonic()``
+    seconds elapsed since; ``monotonic()`` is the monotonic source itself. A
+    step of the system clock after construction (an NTP correction, a VM
+    resume, an operator's ``date -s``) of either sign changes neither, so
+    lease expiry, heartbeats and reconciliation inside one process keep their
+    meaning. The embedded stores (LMDB, memory) use one, anchored when the
+    store is opened. The default monotonic source is ``time.monotonic`` (Linux
+    ``CLOCK_MONOTONIC``, which does not count a suspend: a resumed host does
+    not judge its own leases expired). ``wall`` and ``monotonic`` are injectable
+    for tests. Thread-safe; ``now()`` never goes backwards.
+    """
+
+    def __init__(
+        self,
+        *,
+        wall: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._lock = threading.Lock()
+        self._wall = wall
+        self._mono = monotonic
+        self._anchor_wall = float(wall())
+        self._anchor_mono = float(monotonic())
+
+    @property
+    def anchor(self) -> float:
+        """The wall time read when this clock was (re)anchored."""
+        with self._lock:
+            return self._anchor_wall
+
+    def now(self) -> float:
+        with self._lock:
+            return self._anchor_wall + (float(self._mono()) - self._anchor_mono)
+
+    def monotonic(self) -> float:
+        return float(self._mono())
+
+    def __repr__(self) -> str:
+        return f"AnchoredClock(anchor={self.anchor!r})"
 
 
 class ManualClock:

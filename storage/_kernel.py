@@ -97,7 +97,7 @@ from statemachines import (
 
 from . import _codec as codec
 from ._backend import Backend, Txn
-from ._clock import Clock, SystemClock
+from ._clock import AnchoredClock, Clock
 from ._contract import SessionStore
 from ._digest import (
     continuation_cause,
@@ -235,9 +235,10 @@ class KernelStore(SessionStore):
     """The contract logic of :class:`~storage.SessionStore` over a byte-level backend.
 
     ``backend`` must provide every table in :attr:`TABLES`. ``clock`` is the
-    store's time (default :class:`~storage.SystemClock`), read once inside each
-    transaction. ``retention_seconds`` is how long reconcile keeps the result it
-    synthesizes for a lost attempt.
+    store's time, read once inside each transaction (default: an
+    :class:`~storage.AnchoredClock` anchored to the wall clock now, when the store
+    is opened, so wall-clock steps later in this process do not move leases).
+    ``retention_seconds`` is how long reconcile keeps the result it synthesizes for a lost attempt.
 
     Threads: every method may be called from any thread; atomicity and
     isolation come from the backend's transactions.
@@ -267,7 +268,7 @@ class KernelStore(SessionStore):
         if not retention_seconds > 0:
             raise ValueError("retention_seconds must be positive")
         self._backend = instrument_backend(backend)
-        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.clock: Clock = clock if clock is not None else AnchoredClock()
         self.retention_seconds = float(retention_seconds)
         self._check_schema()
 

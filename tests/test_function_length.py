@@ -21,7 +21,6 @@ MAX_LINES = 80
 ALLOWED = {
     # the RPC host (another helper)
     "subagents/_host/_config.py:_check",
-    "subagents/_host/_http.py:build_app",
 }
 
 

@@ -20,6 +20,18 @@ Shape::
     lease_ttl = 30.0
     max_request_bytes = 1048576
     max_batch = 32
+    bind = "127.0.0.1"           # HTTP address; not loopback: refused without an
+                                 # operator token ($SUBAGENTS_HOST_TOKEN), warned about
+    stream_buffer_events = 256   # live events queued per subscriber before it is cut
+    stream_heartbeat = 15.0      # seconds between SSE heartbeat comments
+    stream_retry_ms = 3000       # the SSE retry: field sent to clients
+    stream_send_timeout = 30.0   # an SSE write blocked this long closes the stream
+    http_max_connections = 1024  # open HTTP connections (also kept under the fd limit)
+    http_header_timeout = 10.0   # seconds for a request head to arrive
+    http_body_timeout = 30.0     # seconds for a request body to arrive
+    http_keep_alive_timeout = 5.0
+    http_max_header_bytes = 16384
+    http_log_interval = 10.0     # at most one log line per interval per kind of refusal
 
     [profiles.NAME]
     model_id = "provider:model"  # e.g. "test:echo", "openai-responses:gpt-5"
@@ -40,6 +52,7 @@ says: the host materializes it with delegation disabled.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 import re
@@ -57,6 +70,7 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 DEFAULT_MAX_REQUEST_BYTES = 1 << 20
 DEFAULT_MAX_BATCH = 32
+LOOPBACK_NAMES = frozenset({"localhost"})
 
 
 class HostConfigError(SubagentsError):
@@ -97,6 +111,17 @@ class HostSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     lease_ttl: float = 30.0
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     max_batch: int = DEFAULT_MAX_BATCH
+    bind: str = "127.0.0.1"
+    stream_buffer_events: int = 256
+    stream_heartbeat: float = 15.0
+    stream_retry_ms: int = 3000
+    stream_send_timeout: float = 30.0
+    http_max_connections: int = 1024
+    http_header_timeout: float = 10.0
+    http_body_timeout: float = 30.0
+    http_keep_alive_timeout: float = 5.0
+    http_max_header_bytes: int = 16384
+    http_log_interval: float = 10.0
 
 
 class ProfileConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -313,6 +338,7 @@ def _check(config: HostConfig, providers: ModelProviderRegistry) -> None:
         )
     if host.max_batch < 1:
         raise config_error(src, "host.max_batch", "must be at least 1", "e.g. max_batch = 32")
+    _check_bounds(src, host)
     if not _NAME.match(host.namespace):
         raise config_error(
             src,
@@ -392,6 +418,92 @@ def _check(config: HostConfig, providers: ModelProviderRegistry) -> None:
                         f"unknown subagent {sub!r}",
                         f"add a [subagents.{sub}] table or set host.subagents_dir",
                     )
+
+
+_POSITIVE_SECONDS = (
+    "stream_heartbeat",
+    "stream_send_timeout",
+    "http_header_timeout",
+    "http_body_timeout",
+    "http_keep_alive_timeout",
+    "http_log_interval",
+)
+_INT_RANGES = {
+    "stream_buffer_events": (1, 10_000),  # under the 10,000 events one subscribe replays
+    "stream_retry_ms": (0, 86_400_000),
+    "http_max_connections": (1, 1_000_000),
+    "http_max_header_bytes": (1024, 1 << 20),
+}
+
+
+def _check_bounds(src: str, host: HostSection) -> None:
+    """The stream and HTTP bounds: positive finite seconds, integers in range, a bind address."""
+    for name in _POSITIVE_SECONDS:
+        value = getattr(host, name)
+        if not (math.isfinite(value) and 0 < value <= 86_400):
+            raise config_error(
+                src,
+                f"host.{name}",
+                "must be a positive number of seconds, at most 86400",
+                f"e.g. {name} = {getattr(HostSection(), name)}",
+            )
+    for name, (low, high) in _INT_RANGES.items():
+        value = getattr(host, name)
+        if not low <= value <= high:
+            raise config_error(
+                src,
+                f"host.{name}",
+                f"must be in {low}..{high}",
+                f"e.g. {name} = {getattr(HostSection(), name)}",
+            )
+    try:
+        is_loopback(host.bind)
+    except ValueError:
+        raise config_error(
+            src,
+            "host.bind",
+            f"{host.bind[:100]!r} is not an IP address",
+            'e.g. bind = "127.0.0.1" (or "0.0.0.0", "::1")',
+        ) from None
+
+
+def is_loopback(address: str) -> bool:
+    """Whether ``address`` (an IPv4/IPv6 literal or ``localhost``) is a loopback address.
+
+    Raises ``ValueError`` for anything else (host names are not resolved).
+    """
+    if address in LOOPBACK_NAMES:
+        return True
+    return ipaddress.ip_address(address).is_loopback
+
+
+def resolve_bind(config: HostConfig, override: str | None, *, operator_token: bool) -> str:
+    """The HTTP bind address: ``override`` (the CLI's ``--host``) or ``host.bind``.
+
+    A non-loopback address is refused (:class:`HostConfigError`, key ``host.bind``)
+    unless the operator supplied the bearer token (``operator_token``: e.g.
+    ``$SUBAGENTS_HOST_TOKEN``), since a generated token would have to travel to
+    remote clients some other way. The caller warns when it is allowed.
+    """
+    address = config.host.bind if override is None else override
+    source = config.source if override is None else "--host"
+    try:
+        loopback = is_loopback(address)
+    except ValueError:
+        raise config_error(
+            source,
+            "host.bind",
+            f"{address[:100]!r} is not an IP address",
+            'e.g. bind = "127.0.0.1" (or "0.0.0.0", "::1")',
+        ) from None
+    if not loopback and not operator_token:
+        raise config_error(
+            source,
+            "host.bind",
+            f"binding {address} (not loopback) needs an operator token",
+            "set SUBAGENTS_HOST_TOKEN to a secret of your own, or bind 127.0.0.1",
+        )
+    return address
 
 
 def default_host_config() -> HostConfig:

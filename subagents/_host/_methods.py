@@ -39,6 +39,16 @@ Id = Annotated[
 ]
 
 
+MAX_SEQ = 2**63 - 1
+"""The largest event sequence number a param may name (the log stores 8-byte numbers)."""
+
+Seq = Annotated[
+    int,
+    msgspec.Meta(ge=0, le=MAX_SEQ, description="An event sequence number, 0..2^63-1."),
+]
+ReplayLimit = Annotated[int, msgspec.Meta(ge=1, le=10_000, description="1..10000 events.")]
+
+
 class Params(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Base of every params struct: unknown fields are rejected, and so are id-like
     fields (:data:`ID_FIELDS`) over :data:`MAX_ID_BYTES` UTF-8 bytes."""
@@ -261,8 +271,8 @@ class HostEvent(msgspec.Struct, frozen=True, kw_only=True):
 
 class EventsReplayParams(Params, frozen=True, kw_only=True):
     session_id: Id
-    after_seq: int = 0
-    limit: int = 1000
+    after_seq: Seq = 0
+    limit: ReplayLimit = 1000
 
 
 class EventsReplayResult(Result, frozen=True, kw_only=True):
@@ -273,7 +283,7 @@ class EventsReplayResult(Result, frozen=True, kw_only=True):
 
 class EventsSubscribeParams(Params, frozen=True, kw_only=True):
     session_id: Id
-    after_seq: int | None = None
+    after_seq: Seq | None = None
 
 
 class EventsSubscribeResult(Result, frozen=True, kw_only=True):
@@ -293,6 +303,13 @@ class EventsUnsubscribeResult(Result, frozen=True, kw_only=True):
 
 EVENT_NOTIFICATION = "events.event"
 """Server → client notification carrying ``{"subscription_id", "event"}``."""
+
+OVERFLOW_NOTIFICATION = "events.overflow"
+"""Server → client notification: the subscription fell behind and was dropped.
+
+Params ``{"subscription_id", "session_id", "last_seq", "reason"}``: every event up
+to ``last_seq`` was sent before it and none after; ``events.subscribe`` with
+``after_seq = last_seq`` resumes without a gap."""
 
 
 @dataclass(frozen=True)

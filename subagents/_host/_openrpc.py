@@ -85,7 +85,9 @@ def build_openrpc() -> dict[str, Any]:
                 "line) or HTTP (POST /rpc with a bearer token; events as SSE on GET /events). "
                 "Params are by name; unknown fields are rejected with -32602. The server pushes "
                 "events.event notifications ({subscription_id, event}) after events.subscribe "
-                "on stdio."
+                "on stdio; a subscription more than [host] stream_buffer_events behind is "
+                "dropped with an events.overflow notification ({subscription_id, session_id, "
+                "last_seq, reason}); subscribe again with after_seq = last_seq to resume."
             ),
         },
         "methods": methods,

@@ -56,7 +56,6 @@ from storage import (
     StaleFence,
     StorageFull,
     StoreError,
-    SystemClock,
     arm_from_env,
     continuation_cause,
     continuation_input,
@@ -229,7 +228,7 @@ class HostService:
         self.config = config
         self.store = store
         self.events = events
-        self.clock: Clock = clock or SystemClock()
+        self.clock: Clock = clock or store.clock  # leases run on store time
         self.ids: IdSource = ids or RandomIds()
         self.namespace_id = config.host.namespace
         self.host_instance_id = host_instance_id or f"host-{self.ids.token_hex(6)}"

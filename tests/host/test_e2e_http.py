@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import resource
+import signal
+import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from queue import Queue
@@ -19,7 +24,9 @@ pytestmark = pytest.mark.timeout(120)
 
 
 class HttpHost:
-    def __init__(self, tmp_path: Path, config_text: str | None = None) -> None:
+    def __init__(
+        self, tmp_path: Path, config_text: str | None = None, *, nofile: int | None = None
+    ) -> None:
         config = tmp_path / "host.toml"
         scripted = config_text is not None
         config.write_text(
@@ -47,6 +54,9 @@ class HttpHost:
             env={**cli_env(), "SUBAGENTS_TEST_RELEASE": str(self.release)},
             cwd=REPO,
         )
+        if nofile is not None:  # before it serves: a soft open-file limit (1024 is common)
+            _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            resource.prlimit(self.proc.pid, resource.RLIMIT_NOFILE, (nofile, hard))
         lines: Queue[bytes] = Queue()
         assert self.proc.stdout is not None
         stdout = self.proc.stdout
@@ -205,8 +215,6 @@ def test_http_auth_limits_and_bad_frames(host: HttpHost) -> None:
 
 
 def test_http_sigterm_closes_the_host_cleanly(tmp_path: Path) -> None:
-    import signal
-
     server = HttpHost(tmp_path)
     try:
         server.result("session.create", {"session_id": "s1"})
@@ -259,3 +267,68 @@ def test_http_background_delegation_becomes_one_continuation(tmp_path: Path) -> 
     finally:
         code = server.close()
     assert code == 0
+
+
+HALF_OPEN = 2000
+
+
+@contextlib.contextmanager
+def open_files(needed: int) -> Iterator[None]:
+    """This test process may hold ``needed`` more descriptors (soft limit raised, restored)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = max(soft, needed + 256)
+    assert hard == resource.RLIM_INFINITY or hard >= wanted, f"hard fd limit {hard} too low"
+    resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_half_open_connections_leave_an_authenticated_call_answering(tmp_path: Path) -> None:
+    """2,000 sockets that connect and send nothing or a partial head, against a host with
+    a soft limit of 1,024 open files: an authenticated ``POST /rpc`` still answers
+    within 1 s, and the host logs a few lines, not a traceback per refusal."""
+    server = HttpHost(tmp_path, nofile=1024)
+    host, port = server.url.removeprefix("http://").rsplit(":", 1)
+    sockets: list[socket.socket] = []
+    shut_down = False
+    try:
+        with open_files(HALF_OPEN):
+            for n in range(HALF_OPEN):
+                sock = socket.create_connection((host, int(port)), timeout=TIMEOUT)
+                sockets.append(sock)
+                if n % 2:
+                    sock.sendall(b"POST /rpc HTTP/1.1\r\nHost: x\r\nContent-Le")
+            started = time.monotonic()
+            with httpx.Client(base_url=server.url, timeout=TIMEOUT) as fresh:
+                reply = fresh.post(
+                    "/rpc",
+                    json={"jsonrpc": "2.0", "id": 1, "method": "diagnostics.get"},
+                    headers={"authorization": f"Bearer {server.token}"},
+                )
+            elapsed = time.monotonic() - started
+            assert reply.status_code == 200, reply.text
+            assert reply.json()["result"]["accepting"] is True
+            assert elapsed < 1.0, f"the authenticated call took {elapsed:.2f} s"
+            for sock in sockets:
+                sock.close()
+            sockets.clear()
+            server.call("shutdown")
+            shut_down = True
+    finally:
+        for sock in sockets:
+            sock.close()
+        errors: list[bytes] = []
+        assert server.proc.stderr is not None
+        drain = threading.Thread(target=lambda: errors.extend(server.proc.stderr), daemon=True)
+        drain.start()  # a flood of log lines must not block the host on a full pipe
+        if not shut_down:
+            server.proc.send_signal(signal.SIGTERM)  # the test failed before its shutdown
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            server.proc.wait(timeout=TIMEOUT)
+        drain.join(timeout=TIMEOUT)
+        code = server.close()
+    err = b"".join(errors).decode(errors="replace")
+    assert code == 0, err[-2000:]
+    assert len(err.splitlines()) < 20 and "Traceback" not in err, err[-2000:]
