@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Literal
 
 from .._host import HostConfig, HostService, open_host
+from .._host._config import resolve_bind
 from .._host._datadir import redact, url_password
 from .._host._http import serve_http
 from .._host._stdio import serve_stdio
@@ -53,6 +54,7 @@ def serve_host(
     *,
     transport: Transport,
     port: int = 0,
+    bind: str | None = None,
     token_file: str | os.PathLike[str] | None = None,
 ) -> None:
     """Start ``service``, serve it on ``transport`` until shutdown, then close it.
@@ -60,19 +62,22 @@ def serve_host(
     Runs its own event loop on the calling thread (``asyncio.run``) and returns
     when the transport ends (stdio: end of input or ``shutdown``; either: SIGTERM
     or SIGINT, which stop admission and close the service cleanly). Over HTTP it
-    listens on 127.0.0.1:``port`` (0: ephemeral) and prints one JSON line naming
+    listens on ``bind`` (``None``: ``[host] bind``, 127.0.0.1) port ``port`` (0:
+    ephemeral; a non-loopback ``bind`` needs ``$SUBAGENTS_HOST_TOKEN``, else
+    :class:`HostConfigError` before anything is written) and prints one JSON line naming
     the URL and where the bearer token is (``token_file``, else ``http.token`` in
     the data directory, else the token itself). A ``KeyboardInterrupt`` ends it
     quietly; any other error of the service propagates after it is closed.
     """
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve(service, transport, port, token_file))
+        asyncio.run(_serve(service, transport, port, bind, token_file))
 
 
 async def _serve(
     service: HostService,
     transport: Transport,
     port: int,
+    bind: str | None,
     token_file: str | os.PathLike[str] | None,
 ) -> None:
     try:
@@ -88,7 +93,14 @@ async def _serve(
     if transport == "stdio":
         await serve_stdio(service, dispatcher)
         return
-    token = os.environ.get("SUBAGENTS_HOST_TOKEN") or secrets.token_urlsafe(32)
+    operator_token = os.environ.get("SUBAGENTS_HOST_TOKEN")
+    try:
+        # Refuse a bad bind address before the token file is written.
+        bind = resolve_bind(service.config, bind, operator_token=bool(operator_token))
+    except BaseException:
+        await service.close()
+        raise
+    token = operator_token or secrets.token_urlsafe(32)
     path = _write_token(service, token, token_file)
 
     def ready(url: str) -> None:
@@ -98,7 +110,15 @@ async def _serve(
         sys.stdout.write(json.dumps(line) + "\n")
         sys.stdout.flush()
 
-    await serve_http(service, dispatcher, token, port=port, ready=ready)
+    await serve_http(
+        service,
+        dispatcher,
+        token,
+        port=port,
+        bind=bind,
+        operator_token=bool(operator_token),
+        ready=ready,
+    )
 
 
 def _write_token(
@@ -150,6 +170,7 @@ def run(args: argparse.Namespace) -> int:
         service,
         transport="stdio" if args.stdio else "http",
         port=args.port,
+        bind=args.host,
         token_file=args.token_file,
     )
     return 0
@@ -178,6 +199,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "give each host its own",
     )
     serve.add_argument("--port", type=port, default=0, help="HTTP port (default: ephemeral)")
+    serve.add_argument(
+        "--host",
+        metavar="ADDR",
+        help="HTTP bind address (default: [host] bind, 127.0.0.1); "
+        "beyond loopback it needs $SUBAGENTS_HOST_TOKEN",
+    )
     serve.add_argument("--token-file", help="where to write the HTTP bearer token")
     serve.add_argument("--tick", type=positive, default=1.0, help="maintenance tick, seconds")
     serve.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr")
