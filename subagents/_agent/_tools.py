@@ -19,7 +19,7 @@ from .._errors import AgentConfigError, ToolArgumentError
 from ._deps import Dependencies
 from ._ids import ConversationId, RunId
 from ._models import ToolDefinition
-from ._schema import compile_schema
+from ._schema import MAX_ARGUMENT_BYTES, check_argument_limits, compile_schema
 from ._sync import run_blocking
 
 T = TypeVar("T")
@@ -103,7 +103,23 @@ class Tool:
         )
 
     def decode_arguments(self, arguments: Any) -> Any:
-        """Parse JSON text into a value; other values pass through unchanged."""
+        """Parse JSON text into a value (other values pass through) and check its limits.
+
+        Arguments past :data:`MAX_ARGUMENT_BYTES` of text or
+        :data:`MAX_ARGUMENT_DEPTH` levels of nesting raise
+        :class:`ToolArgumentError`, whatever the tool's schema says.
+        """
+        if isinstance(arguments, str | bytes) and len(arguments) > MAX_ARGUMENT_BYTES:
+            raise ToolArgumentError(
+                f"arguments for tool {self.name!r} are larger than {MAX_ARGUMENT_BYTES} bytes",
+                tool=self.name,
+                path="$",
+            )
+        value = self._decode_text(arguments)
+        check_argument_limits(value, self.name)
+        return value
+
+    def _decode_text(self, arguments: Any) -> Any:
         if isinstance(arguments, str | bytes):
             try:
                 return msgspec.json.decode(arguments) if arguments else {}
