@@ -50,6 +50,9 @@ from ._tools import Tool as Tool
 from ._tools import ToolContext as ToolContext
 from ._tools import ToolRegistry as ToolRegistry
 from ._tools import ToolResult as ToolResult
+from ._tools import convert_arguments as convert_arguments
+from ._tools import struct_schema as struct_schema
+from ._tools import tool as tool
 from ._usage import Usage as Usage
 
 __all__ = [
@@ -97,4 +100,7 @@ __all__ = [
     "Usage",
     "UserPromptPart",
     "compact_preview",
+    "convert_arguments",
+    "struct_schema",
+    "tool",
 ]
