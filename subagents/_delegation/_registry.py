@@ -33,7 +33,7 @@ from .._agent._result import AgentResult
 from .._agent._run import Agent
 from .._agent._stream import AgentStreamRecord, AgentStreamSink, AgentStreamSource
 from .._agent._sync import run_blocking
-from .._agent._tools import Tool, ToolContext, ToolRegistry, ToolResult
+from .._agent._tools import Tool, ToolContext, ToolRegistry, ToolResult, struct_schema
 from .._errors import (
     AgentConfigError,
     MissingSubagent,
@@ -47,10 +47,9 @@ from .._errors import (
 from ._args import (
     _convert,
     _delegate_args,
+    _delegate_schema,
     _DelegateArgs,
     _NoArgs,
-    _subagent_name,
-    _subagent_name_schema,
 )
 from ._child_run import (
     ChildEnd,
@@ -447,15 +446,7 @@ class DelegateTool(Tool):
         self.name = name
         self.registry = registry
         self.description = "Delegate a task to a registered subagent and wait for its answer."
-        self.parameters_schema = {
-            "type": "object",
-            "properties": {
-                "subagent_name": _subagent_name_schema(registry.names()),
-                "prompt": {"type": "string", "description": "The task for the subagent."},
-            },
-            "required": ["subagent_name", "prompt"],
-            "additionalProperties": False,
-        }
+        self.parameters_schema = _delegate_schema(_DelegateArgs, registry.names())
         self.metadata = {"kind": "delegation"}
 
     def validate(self, arguments: Any) -> _DelegateArgs:
@@ -463,7 +454,7 @@ class DelegateTool(Tool):
 
     async def invoke(self, context: ToolContext, arguments: Any) -> ToolResult:
         args: _DelegateArgs = arguments
-        name = _subagent_name(self.name, args)
+        name = args.subagent_name
         handle = context.dependencies.get(AgentContextHandle)
         parent = handle.context if handle is not None else context.dependencies.get(AgentContext)
         if parent is None:
@@ -512,7 +503,7 @@ class SubagentInfoTool(Tool):
             "List the registered subagents: description, whether each is available "
             "with the current tools, which tools it would inherit, and why not."
         )
-        self.parameters_schema = {"type": "object", "properties": {}, "additionalProperties": False}
+        self.parameters_schema = struct_schema(_NoArgs)
         self.metadata = {"kind": "delegation"}
 
     def validate(self, arguments: Any) -> _NoArgs:
