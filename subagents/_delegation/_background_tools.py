@@ -11,6 +11,7 @@ with a hint the model can act on.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from typing import Any
 
 from actors import BackgroundSubagentError, BackgroundSubagentSupervisor, clamp_wait
@@ -125,6 +126,8 @@ class AsyncDelegateTool(_BackgroundTool):
             child=parent.subagent_context(name, name),
             loop=asyncio.get_running_loop(),
             parent_tools=ToolRegistry() if tools is None else tools.tools,
+            # The child sees the caller's contextvars as they are now, at acceptance.
+            context=contextvars.copy_context(),
         )
         try:
             accepted = await self.supervisor.delegate(

@@ -19,6 +19,7 @@ the parent cannot supply refuses the delegation with ``subagent_failed``
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -316,8 +317,14 @@ class _BlockingMode(ChildRunMode):
             if parent_sink is None
             else AgentStreamSink(self._forwarder(run, parent_sink), live=parent_sink.live)
         )
+        running = agent._run_core(self.task.prompt, run.child, sink, None, run.run_id)
+        # In a copy of the caller's contextvars, as a background child: the child sees what
+        # the caller set, and what the child sets does not leak back into the parent's run.
+        child_task = asyncio.get_running_loop().create_task(
+            running, context=contextvars.copy_context()
+        )
         try:
-            return await agent._run_core(self.task.prompt, run.child, sink, None, run.run_id)
+            return await child_task
         finally:
             self.context.usage.incr(run.child.usage)
 
