@@ -29,6 +29,7 @@ from ._agent import FunctionTool as FunctionTool
 from ._agent import Model as Model
 from ._agent import ModelMessage as ModelMessage
 from ._agent import ModelRequest as ModelRequest
+from ._agent import ModelRequestInfo as ModelRequestInfo
 from ._agent import ModelRequestParameters as ModelRequestParameters
 from ._agent import ModelResponse as ModelResponse
 from ._agent import ModelStreamEvent as ModelStreamEvent
@@ -194,6 +195,7 @@ __all__ = [
     "ModelPreset",
     "ModelProviderRegistry",
     "ModelRequest",
+    "ModelRequestInfo",
     "ModelRequestParameters",
     "ModelResolutionError",
     "ModelResponse",

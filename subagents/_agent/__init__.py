@@ -15,6 +15,7 @@ from ._events import EventBus as EventBus
 from ._events import compact_preview as compact_preview
 from ._hooks import AgentHook as AgentHook
 from ._hooks import CapabilityBundle as CapabilityBundle
+from ._hooks import ModelRequestInfo as ModelRequestInfo
 from ._hooks import StaticCapabilityBundle as StaticCapabilityBundle
 from ._ids import ConversationId as ConversationId
 from ._ids import RunId as RunId
@@ -76,6 +77,7 @@ __all__ = [
     "Model",
     "ModelMessage",
     "ModelRequest",
+    "ModelRequestInfo",
     "ModelRequestParameters",
     "ModelResponse",
     "ModelStreamEvent",
