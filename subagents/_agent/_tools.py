@@ -66,7 +66,7 @@ def struct_schema(kind: type[msgspec.Struct]) -> dict[str, Any]:
     name = ref.removeprefix("#/$defs/")
     top = dict(definitions.pop(name))
     top.pop("title", None)
-    if ref in msgspec.json.encode(definitions).decode():
+    if ref in msgspec.json.encode([top, definitions]).decode():
         definitions[name] = generated["$defs"][name]  # a recursive Struct refers to itself
     if definitions:
         top["$defs"] = definitions

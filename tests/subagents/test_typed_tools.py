@@ -19,6 +19,7 @@ from subagents import (
     ToolArgumentError,
     ToolContext,
     ToolResult,
+    struct_schema,
     tool,
 )
 
@@ -224,3 +225,24 @@ async def test_a_typed_tool_runs_in_an_agent_and_a_bad_call_is_a_retry_prompt() 
     assert calls == [5]
     retry = [m for m in result.messages if "is not of type 'integer'" in repr(m)]
     assert retry
+
+
+class Node(msgspec.Struct, kw_only=True):
+    name: str
+    children: list[Node] = []
+
+
+async def test_a_recursive_struct_keeps_its_definition() -> None:
+    schema = struct_schema(Node)
+
+    assert schema["$defs"]["Node"]["properties"]["name"] == {"type": "string"}
+
+    def count(tree: Node) -> int:
+        return 1 + sum(count(child) for child in tree.children)
+
+    made = FunctionTool.from_function(count)
+    tree = {"name": "a", "children": [{"name": "b", "children": [{"name": "c"}]}]}
+    assert await made.call(_context(), {"tree": tree}) == ToolResult(3)
+    with pytest.raises(ToolArgumentError) as caught:
+        await made.call(_context(), {"tree": {"name": "a", "children": [{"name": 1}]}})
+    assert caught.value.path == "$.tree.children[0].name"
