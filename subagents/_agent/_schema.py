@@ -45,6 +45,10 @@ MAX_ARGUMENT_DEPTH = 64
 MAX_ARGUMENT_BYTES = 1024 * 1024
 
 _REF_KEYS = ("$ref", "$dynamicRef")
+_INSTANCE_DATA = frozenset({"enum", "const", "default", "examples"})
+_SCHEMA_MAPS = frozenset(
+    {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
+)
 
 
 def compile_schema(schema: Any, tool: str) -> Callable[[Any], None]:
@@ -74,7 +78,17 @@ def compile_schema(schema: Any, tool: str) -> Callable[[Any], None]:
     )
 
     def validate(value: Any) -> None:
-        error = best_match(validator.iter_errors(value))
+        try:
+            error = best_match(validator.iter_errors(value))
+        except referencing.exceptions.Unresolvable as unresolvable:
+            # Only a reference under a nested $id can get here (the others were resolved
+            # when compiling); it is never fetched.
+            raise ToolSchemaError(
+                f"schema for tool {tool!r} has a reference that cannot be resolved "
+                f"locally: {unresolvable}",
+                tool=tool,
+                path="#",
+            ) from unresolvable
         if error is not None:
             path = _value_path(error)
             raise ToolArgumentError(
@@ -115,19 +129,32 @@ def _check_references(schema: dict[str, Any] | bool, tool: str) -> referencing.R
 
 
 def _references(node: Any, where: str, *, scoped: bool) -> Iterator[tuple[str, str, bool]]:
-    """Every ``$ref``/``$dynamicRef`` under ``node``: (schema path, reference, under an $id)."""
-    if isinstance(node, dict):
-        scoped = scoped or (where != "#" and isinstance(node.get("$id"), str))
-        for key in _REF_KEYS:
-            ref = node.get(key)
-            if isinstance(ref, str):
-                yield f"{where}/{_escape(key)}", ref, scoped
-        for key, child in node.items():
-            if key not in _REF_KEYS and key not in ("enum", "const", "default", "examples"):
-                yield from _references(child, f"{where}/{_escape(str(key))}", scoped=scoped)
-    elif isinstance(node, list):
+    """Every ``$ref``/``$dynamicRef`` under ``node``: (schema path, reference, under an $id).
+
+    Instance data (``enum``, ``const``, ``default``, ``examples``) is not
+    searched; the members of ``properties``, ``$defs`` and the like are
+    schemas whatever they are named.
+    """
+    if isinstance(node, list):
         for index, child in enumerate(node):
             yield from _references(child, f"{where}/{index}", scoped=scoped)
+        return
+    if not isinstance(node, dict):
+        return
+    scoped = scoped or (where != "#" and isinstance(node.get("$id"), str))
+    for key in _REF_KEYS:
+        ref = node.get(key)
+        if isinstance(ref, str):
+            yield f"{where}/{_escape(key)}", ref, scoped
+    for key, child in node.items():
+        path = f"{where}/{_escape(str(key))}"
+        if key in _REF_KEYS or key in _INSTANCE_DATA:
+            continue
+        if key in _SCHEMA_MAPS and isinstance(child, dict):
+            for name, member in child.items():
+                yield from _references(member, f"{path}/{_escape(str(name))}", scoped=scoped)
+        else:
+            yield from _references(child, path, scoped=scoped)
 
 
 def _escape(token: str) -> str:

@@ -221,6 +221,8 @@ def test_a_hand_schema_with_defs_one_of_pattern_and_formats_is_enforced() -> Non
         ({"$ref": "https://example.com/schema.json"}, "#/$ref", "never fetched"),
         ({"properties": {"a": {"$ref": "file:///etc/passwd"}}}, "#/properties/a/$ref", "local"),
         ({"$defs": {"x": {"$ref": "other.json#/x"}}}, "#/$defs/x/$ref", "local"),
+        # A property named like a data keyword is still a schema.
+        ({"properties": {"default": {"$ref": "http://h/s"}}}, "#/properties/default/$ref", "local"),
     ],
 )
 def test_an_unusable_schema_is_refused_when_compiled_naming_the_schema_path(
@@ -251,3 +253,31 @@ def test_arguments_past_the_depth_or_size_limit_are_refused_naming_the_path() ->
     assert too_big.value.path == "$.text"
 
     check_argument_limits({"a": [[1]], "text": "x" * 1000}, "t")
+
+
+def test_references_resolve_against_a_root_id_and_data_that_looks_like_a_ref_is_data() -> None:
+    rooted = compile_schema(
+        {
+            "$id": "https://example.com/tool.json",
+            "$defs": {"n": {"type": "integer"}},
+            "properties": {"a": {"$ref": "#/$defs/n"}},
+        },
+        "t",
+    )
+    rooted({"a": 1})
+    with pytest.raises(ToolArgumentError) as caught:
+        rooted({"a": "x"})
+    assert caught.value.path == "$.a"
+
+    compile_schema({"enum": [{"$ref": "https://example.com/x"}]}, "t")(
+        {"$ref": "https://example.com/x"}
+    )
+
+
+def test_a_reference_under_a_nested_id_that_does_not_resolve_is_a_schema_error() -> None:
+    check = compile_schema(
+        {"properties": {"a": {"$id": "https://example.com/a.json", "$ref": "#/missing"}}}, "t"
+    )
+
+    with pytest.raises(ToolSchemaError):
+        check({"a": "x"})
