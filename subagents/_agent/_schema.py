@@ -201,8 +201,8 @@ def check_argument_limits(value: Any, tool: str) -> None:
         node, path, depth = stack.pop()
         if depth > MAX_ARGUMENT_DEPTH:
             raise ToolArgumentError(
-                f"invalid arguments for tool {tool!r} at {path}: nested deeper than "
-                f"{MAX_ARGUMENT_DEPTH} levels",
+                f"invalid arguments for tool {tool!r} at {path}: nested too deeply "
+                f"(over {MAX_ARGUMENT_DEPTH} levels)",
                 tool=tool,
                 path=path,
             )
@@ -218,8 +218,8 @@ def check_argument_limits(value: Any, tool: str) -> None:
             size += len(node) + 2 if isinstance(node, str | bytes) else 8
         if size > MAX_ARGUMENT_BYTES:
             raise ToolArgumentError(
-                f"invalid arguments for tool {tool!r} at {path}: larger than "
-                f"{MAX_ARGUMENT_BYTES} bytes",
+                f"invalid arguments for tool {tool!r} at {path}: too large "
+                f"(over {MAX_ARGUMENT_BYTES} bytes)",
                 tool=tool,
                 path=path,
             )

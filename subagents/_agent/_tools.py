@@ -159,7 +159,8 @@ class Tool:
         """
         if isinstance(arguments, str | bytes) and len(arguments) > MAX_ARGUMENT_BYTES:
             raise ToolArgumentError(
-                f"arguments for tool {self.name!r} are larger than {MAX_ARGUMENT_BYTES} bytes",
+                f"invalid arguments for tool {self.name!r} at $: too large "
+                f"(over {MAX_ARGUMENT_BYTES} bytes of JSON text)",
                 tool=self.name,
                 path="$",
             )

@@ -244,11 +244,11 @@ def test_arguments_past_the_depth_or_size_limit_are_refused_naming_the_path() ->
     deep: Any = 1
     for _ in range(MAX_ARGUMENT_DEPTH + 1):
         deep = [deep]
-    with pytest.raises(ToolArgumentError, match="nested deeper") as caught:
+    with pytest.raises(ToolArgumentError, match="nested too deeply") as caught:
         check_argument_limits({"a": deep}, "t")
     assert caught.value.path.startswith("$.a[0][0]")
 
-    with pytest.raises(ToolArgumentError, match="larger than") as too_big:
+    with pytest.raises(ToolArgumentError, match="too large") as too_big:
         check_argument_limits({"text": "x" * MAX_ARGUMENT_BYTES}, "t")
     assert too_big.value.path == "$.text"
 

@@ -107,8 +107,8 @@ def test_call_sync_runs_a_tool_from_a_script() -> None:
 async def test_every_tool_refuses_too_deep_or_too_large_json_text() -> None:
     tool = FunctionTool("t", None, {}, lambda ctx, args: "ran")
 
-    with pytest.raises(ToolArgumentError, match="nested deeper"):
+    with pytest.raises(ToolArgumentError, match="nested too deeply"):
         await tool.call(_context(), "[" * 100 + "]" * 100)
-    with pytest.raises(ToolArgumentError, match="larger than"):
+    with pytest.raises(ToolArgumentError, match="too large"):
         await tool.call(_context(), '{"a": "' + "x" * (1024 * 1024) + '"}')
     assert await tool.call(_context(), "[[[]]]") == ToolResult("ran")
