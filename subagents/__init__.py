@@ -29,6 +29,7 @@ from ._agent import FunctionTool as FunctionTool
 from ._agent import Model as Model
 from ._agent import ModelMessage as ModelMessage
 from ._agent import ModelRequest as ModelRequest
+from ._agent import ModelRequestInfo as ModelRequestInfo
 from ._agent import ModelRequestParameters as ModelRequestParameters
 from ._agent import ModelResponse as ModelResponse
 from ._agent import ModelStreamEvent as ModelStreamEvent
@@ -53,6 +54,9 @@ from ._agent import ToolReturnPart as ToolReturnPart
 from ._agent import Usage as Usage
 from ._agent import UserPromptPart as UserPromptPart
 from ._agent import compact_preview as compact_preview
+from ._agent import convert_arguments as convert_arguments
+from ._agent import struct_schema as struct_schema
+from ._agent import tool as tool
 from ._builder import AgentApp as AgentApp
 from ._builder import AgentBuilder as AgentBuilder
 from ._delegation import AsyncDelegateTool as AsyncDelegateTool
@@ -191,6 +195,7 @@ __all__ = [
     "ModelPreset",
     "ModelProviderRegistry",
     "ModelRequest",
+    "ModelRequestInfo",
     "ModelRequestParameters",
     "ModelResolutionError",
     "ModelResponse",
@@ -265,6 +270,7 @@ __all__ = [
     "UserPromptPart",
     "WaitSubagentTool",
     "compact_preview",
+    "convert_arguments",
     "default_model_providers",
     "delegation_tools",
     "is_main_agent_only_tool",
@@ -279,4 +285,6 @@ __all__ = [
     "project_subagent_spec",
     "register_providers",
     "spec_error_diagnostic",
+    "struct_schema",
+    "tool",
 ]

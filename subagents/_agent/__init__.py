@@ -15,6 +15,7 @@ from ._events import EventBus as EventBus
 from ._events import compact_preview as compact_preview
 from ._hooks import AgentHook as AgentHook
 from ._hooks import CapabilityBundle as CapabilityBundle
+from ._hooks import ModelRequestInfo as ModelRequestInfo
 from ._hooks import StaticCapabilityBundle as StaticCapabilityBundle
 from ._ids import ConversationId as ConversationId
 from ._ids import RunId as RunId
@@ -50,6 +51,9 @@ from ._tools import Tool as Tool
 from ._tools import ToolContext as ToolContext
 from ._tools import ToolRegistry as ToolRegistry
 from ._tools import ToolResult as ToolResult
+from ._tools import convert_arguments as convert_arguments
+from ._tools import struct_schema as struct_schema
+from ._tools import tool as tool
 from ._usage import Usage as Usage
 
 __all__ = [
@@ -73,6 +77,7 @@ __all__ = [
     "Model",
     "ModelMessage",
     "ModelRequest",
+    "ModelRequestInfo",
     "ModelRequestParameters",
     "ModelResponse",
     "ModelStreamEvent",
@@ -97,4 +102,7 @@ __all__ = [
     "Usage",
     "UserPromptPart",
     "compact_preview",
+    "convert_arguments",
+    "struct_schema",
+    "tool",
 ]

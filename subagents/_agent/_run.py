@@ -29,7 +29,7 @@ from storage import IdSource, RandomIds
 from .._errors import ModelError, ToolError, ToolRetriesExceeded, UsageLimitExceeded
 from ._context import AgentContext, AgentContextHandle
 from ._deps import Dependencies
-from ._hooks import AgentHook, CapabilityBundle
+from ._hooks import AgentHook, CapabilityBundle, ModelRequestInfo
 from ._ids import ConversationId, RunId
 from ._models import (
     Model,
@@ -95,6 +95,43 @@ async def _cancel_all(tasks: Sequence[asyncio.Future[Any]]) -> None:
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _notify_all(
+    hooks: Sequence[AgentHook], call: Callable[[AgentHook], Awaitable[None]]
+) -> tuple[AgentHook, Exception] | None:
+    """Await ``call(hook)`` for every hook, even after one raised; the first failure."""
+    first: tuple[AgentHook, Exception] | None = None
+    for hook in hooks:
+        try:
+            await call(hook)
+        except Exception as error:
+            first = first or (hook, error)
+    return first
+
+
+async def _notify_failure(
+    method: str,
+    hooks: Sequence[AgentHook],
+    error: Exception,
+    call: Callable[[AgentHook, Exception], Awaitable[None]],
+) -> None:
+    """Tell every hook about ``error``; a hook's own exception becomes a note on ``error``
+    (the run's error is what the caller must see)."""
+    for hook in hooks:
+        try:
+            await call(hook, error)
+        except Exception as hook_error:
+            error.add_note(f"{method} hook {type(hook).__name__} also failed: {hook_error!r}")
+
+
+def _interrupted(hooks: Sequence[AgentHook], context: AgentContext, signal: BaseException) -> None:
+    """``on_run_interrupted`` on every hook; their exceptions become notes on ``signal``."""
+    for hook in hooks:
+        try:
+            hook.on_run_interrupted(context, signal)
+        except Exception as hook_error:
+            signal.add_note(f"on_run_interrupted hook {type(hook).__name__} failed: {hook_error!r}")
 
 
 class Agent:
@@ -238,9 +275,33 @@ class Agent:
         ``_before_turn(messages, context)`` runs (with async delegation it
         delivers pending background results), then ``turn_start(messages,
         context)`` may append to the latest request (a background child's
-        steering)."""
+        steering). A failure reaches the hooks' ``on_run_error`` (a signal,
+        ``on_run_interrupted``) before it propagates."""
         run_id = RunId.generate(self._ids) if run_id is None else run_id
         context.run_id = run_id
+        try:
+            return await self._run_loop(
+                prompt, context, sink, message_history, run_id=run_id, turn_start=turn_start
+            )
+        except Exception as error:
+            await _notify_failure(
+                "on_run_error", self._hooks, error, lambda h, e: h.on_run_error(context, e)
+            )
+            raise
+        except BaseException as signal:
+            _interrupted(self._hooks, context, signal)
+            raise
+
+    async def _run_loop(
+        self,
+        prompt: str,
+        context: AgentContext,
+        sink: AgentStreamSink | None,
+        message_history: Sequence[ModelMessage] | None,
+        *,
+        run_id: RunId,
+        turn_start: TurnStart | None,
+    ) -> AgentResult:
         conversation_id = context.conversation_id
         if conversation_id is None:
             conversation_id = context.conversation_id = ConversationId.generate(self._ids)
@@ -280,8 +341,12 @@ class Agent:
         return [ModelRequest(parts=(*self._system_parts, user))]
 
     async def _respond(self, messages: list[ModelMessage], turn: _Turn) -> ModelResponse:
-        """One model request: usage counted, an empty response refused, the reply appended."""
-        response = await self._request(messages, turn.sink, turn.run_id)
+        """One model request (the model-request hooks around it): usage counted, an empty
+        response refused, the reply appended."""
+        if not self._hooks:
+            response = await self._request(messages, turn.sink, turn.run_id)
+        else:
+            response = await self._observed_request(messages, turn)
         usage = turn.context.usage
         usage.requests += 1
         usage.input_tokens += response.usage.input_tokens
@@ -294,6 +359,38 @@ class Agent:
                 run_id=turn.run_id.as_str(),
             )
         messages.append(response)
+        return response
+
+    async def _observed_request(self, messages: list[ModelMessage], turn: _Turn) -> ModelResponse:
+        """``_request`` between ``before_model_request`` and ``after_model_request``."""
+        context = turn.context
+        info = ModelRequestInfo(
+            run_id=turn.run_id,
+            conversation_id=turn.conversation_id,
+            agent_name=self.name,
+            model_name=self.model.name,
+            request_number=turn.requests,
+            messages=tuple(messages),
+            parameters=self._params,
+            streamed=turn.sink is not None and turn.sink.live,
+        )
+        for hook in self._hooks:
+            await hook.before_model_request(context, info)
+        try:
+            response = await self._request(messages, turn.sink, turn.run_id)
+        except Exception as error:
+            await _notify_failure(
+                "after_model_request",
+                self._hooks,
+                error,
+                lambda h, e: h.after_model_request(context, info, None, e),
+            )
+            raise
+        first = await _notify_all(
+            self._hooks, lambda h: h.after_model_request(context, info, response, None)
+        )
+        if first is not None:
+            raise first[1]
         return response
 
     async def _finish(

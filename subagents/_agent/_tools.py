@@ -10,19 +10,67 @@ model, bounded by the agent's retry limit.
 from __future__ import annotations
 
 import inspect
+import re
+import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
+import docstring_parser
 import msgspec
 
 from .._errors import AgentConfigError, ToolArgumentError
 from ._deps import Dependencies
 from ._ids import ConversationId, RunId
 from ._models import ToolDefinition
-from ._schema import compile_schema
+from ._schema import MAX_ARGUMENT_BYTES, check_argument_limits, compile_schema
 from ._sync import run_blocking
 
 T = TypeVar("T")
+_S = TypeVar("_S", bound=msgspec.Struct)
+
+_AT_PATH = re.compile(r" - at `([^`]*)`$")
+_UNKNOWN_FIELD = re.compile(r"unknown field `([^`]*)`")
+
+
+def convert_arguments(tool: str, arguments: Any, kind: type[_S]) -> _S:
+    """Convert validated JSON ``arguments`` into ``kind`` (``msgspec.convert``).
+
+    Raises :class:`ToolArgumentError` naming the tool and the JSON path of the
+    offending value (an unknown field is named itself, ``$.field``).
+    """
+    try:
+        return msgspec.convert(arguments, kind)
+    except msgspec.ValidationError as error:
+        message = str(error)
+        at = _AT_PATH.search(message)
+        unknown = _UNKNOWN_FIELD.search(message)
+        path = at.group(1) if at else (f"$.{unknown.group(1)}" if unknown else "$")
+        raise ToolArgumentError(
+            f"invalid arguments for tool {tool!r} at {path}: {message}", tool=tool, path=path
+        ) from error
+
+
+def struct_schema(kind: type[msgspec.Struct]) -> dict[str, Any]:
+    """The JSON schema of a Struct's fields as a tool's ``parameters_schema``.
+
+    ``msgspec.json.schema`` puts the Struct itself under ``$defs`` and refers
+    to it; a tool's parameters must be an object at the top, so the Struct's
+    own definition is inlined (without its ``title``) and any other
+    definitions it uses stay under ``$defs``.
+    """
+    generated = msgspec.json.schema(kind)
+    definitions = dict(generated.get("$defs", {}))
+    ref = generated.get("$ref")
+    if not isinstance(ref, str):
+        return generated
+    name = ref.removeprefix("#/$defs/")
+    top = dict(definitions.pop(name))
+    top.pop("title", None)
+    if ref in msgspec.json.encode([top, definitions]).decode():
+        definitions[name] = generated["$defs"][name]  # a recursive Struct refers to itself
+    if definitions:
+        top["$defs"] = definitions
+    return top
 
 
 class ToolResult:
@@ -103,7 +151,24 @@ class Tool:
         )
 
     def decode_arguments(self, arguments: Any) -> Any:
-        """Parse JSON text into a value; other values pass through unchanged."""
+        """Parse JSON text into a value (other values pass through) and check its limits.
+
+        Arguments past :data:`MAX_ARGUMENT_BYTES` of text or
+        :data:`MAX_ARGUMENT_DEPTH` levels of nesting raise
+        :class:`ToolArgumentError`, whatever the tool's schema says.
+        """
+        if isinstance(arguments, str | bytes) and len(arguments) > MAX_ARGUMENT_BYTES:
+            raise ToolArgumentError(
+                f"invalid arguments for tool {self.name!r} at $: too large "
+                f"(over {MAX_ARGUMENT_BYTES} bytes of JSON text)",
+                tool=self.name,
+                path="$",
+            )
+        value = self._decode_text(arguments)
+        check_argument_limits(value, self.name)
+        return value
+
+    def _decode_text(self, arguments: Any) -> Any:
         if isinstance(arguments, str | bytes):
             try:
                 return msgspec.json.decode(arguments) if arguments else {}
@@ -150,8 +215,12 @@ class FunctionTool(Tool):
     event loop running the agent (a sync ``fn`` blocks that loop while it
     runs: keep it short or make it async). Raise :class:`ToolError` to have
     the model retry; any other exception fails the run. The schema is
-    compiled once here; an unsupported schema raises :class:`ToolSchemaError`
+    compiled once here; an unusable schema raises :class:`ToolSchemaError`
     now rather than being half-enforced later.
+
+    :meth:`from_function` (and the :func:`tool` decorator) build a typed tool
+    from an annotated function instead: the schema comes from its type hints
+    and docstring, and it is called with converted keyword arguments.
     """
 
     def __init__(
@@ -172,6 +241,47 @@ class FunctionTool(Tool):
         self._fn = fn
         self._is_async = inspect.iscoroutinefunction(fn)
         self._validate = compile_schema(parameters_schema, name)
+        self._arguments: type[msgspec.Struct] | None = None
+
+    @classmethod
+    def from_function(
+        cls,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> FunctionTool:
+        """A typed tool from an annotated function, sync or async.
+
+        Every parameter is a tool argument, typed by its annotation (anything
+        ``msgspec`` can decode: Structs, dataclasses, TypedDicts, ``Literal``,
+        optionals, lists, dicts, ...) and optional when it has a default;
+        except a parameter annotated :class:`ToolContext`, which receives the
+        call's context (found by annotation, whatever its name). The
+        docstring's summary is the description (unless ``description`` is
+        given) and its ``Args:``/``Parameters`` section (Google, NumPy or
+        reST) describes each argument. ``name`` defaults to ``fn.__name__``.
+
+        The model's arguments are validated against the schema, converted
+        (``msgspec.convert``: a Struct-typed argument arrives as that Struct)
+        and passed by keyword. The return value, unless a
+        :class:`ToolResult`, is converted to JSON values
+        (``msgspec.to_builtins``). Raises :class:`AgentConfigError` for a
+        function whose signature cannot be a tool (``*args``, ``**kwargs``,
+        positional-only parameters, a type ``msgspec`` cannot describe).
+        """
+        tool_name = name if name else str(getattr(fn, "__name__", ""))
+        spec = _FunctionSpec.inspect(fn, tool_name)
+        made = cls(
+            tool_name,
+            spec.description if description is None else description,
+            spec.schema,
+            spec.call,
+            metadata=metadata,
+        )
+        made._arguments = spec.arguments
+        return made
 
     def with_metadata(self, metadata: Mapping[str, Any]) -> FunctionTool:
         """A copy of this tool with ``metadata`` merged in (e.g. ``auto_inherit``)."""
@@ -182,16 +292,136 @@ class FunctionTool(Tool):
 
     def validate(self, arguments: Any) -> Any:
         self._validate(arguments)
+        if self._arguments is not None:
+            return convert_arguments(self.name, arguments, self._arguments)
         return arguments
 
     async def invoke(self, context: ToolContext, arguments: Any) -> ToolResult:
         result = self._fn(context, arguments)
         if self._is_async or inspect.isawaitable(result):
             result = await result
-        return result if isinstance(result, ToolResult) else ToolResult(result)
+        if isinstance(result, ToolResult):
+            return result
+        return ToolResult(result if self._arguments is None else msgspec.to_builtins(result))
 
     def __repr__(self) -> str:
         return f"FunctionTool({self.name!r})"
+
+
+class _FunctionSpec:
+    """What :meth:`FunctionTool.from_function` reads off a function."""
+
+    __slots__ = ("arguments", "call", "description", "schema")
+
+    def __init__(
+        self,
+        arguments: type[msgspec.Struct],
+        schema: dict[str, Any],
+        description: str | None,
+        call: ToolFunction,
+    ) -> None:
+        self.arguments = arguments
+        self.schema = schema
+        self.description = description
+        self.call = call
+
+    @classmethod
+    def inspect(cls, fn: Callable[..., Any], tool: str) -> _FunctionSpec:
+        try:
+            hints = typing.get_type_hints(fn, include_extras=True)
+            signature = inspect.signature(fn)
+        except (NameError, TypeError, ValueError) as error:
+            raise AgentConfigError(
+                f"tool {tool!r}: cannot read the signature of {fn!r}: {error}", tool=tool
+            ) from error
+        fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
+        context_names: list[str] = []
+        for parameter in signature.parameters.values():
+            hint = hints.get(parameter.name, Any)
+            if isinstance(hint, type) and issubclass(hint, ToolContext):
+                context_names.append(parameter.name)
+                continue
+            if parameter.kind not in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY):
+                raise AgentConfigError(
+                    f"tool {tool!r}: parameter {parameter.name!r} is {parameter.kind.description}; "
+                    "a tool's arguments are passed by keyword",
+                    tool=tool,
+                )
+            if parameter.default is parameter.empty:
+                fields.append((parameter.name, hint))
+            else:
+                fields.append((parameter.name, hint, parameter.default))
+        docs = docstring_parser.parse(inspect.getdoc(fn) or "")
+        arguments, schema = _arguments_type(tool, fields, docs)
+        return cls(arguments, schema, docs.short_description, _caller(fn, context_names))
+
+
+def _arguments_type(
+    tool: str,
+    fields: list[tuple[str, Any] | tuple[str, Any, Any]],
+    docs: docstring_parser.Docstring,
+) -> tuple[type[msgspec.Struct], dict[str, Any]]:
+    """The arguments Struct of a typed tool and its schema, with the docstring's descriptions."""
+    try:
+        arguments = msgspec.defstruct(
+            f"{tool}_arguments", fields, kw_only=True, forbid_unknown_fields=True
+        )
+        schema = struct_schema(arguments)
+    except (TypeError, ValueError) as error:
+        raise AgentConfigError(
+            f"tool {tool!r}: cannot build an argument schema: {error}", tool=tool
+        ) from error
+    properties = schema.get("properties", {})
+    for param in docs.params:
+        described = properties.get(param.arg_name)
+        if described is not None and param.description and "description" not in described:
+            described["description"] = param.description
+    return arguments, schema
+
+
+def _caller(fn: Callable[..., Any], context_names: list[str]) -> ToolFunction:
+    """``fn`` as a :data:`ToolFunction`: the Struct's fields as keywords, the context injected."""
+
+    def call(context: ToolContext, arguments: Any) -> Any:
+        keywords = {field: getattr(arguments, field) for field in arguments.__struct_fields__}
+        for name in context_names:
+            keywords[name] = context
+        return fn(**keywords)
+
+    return call
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> FunctionTool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> Callable[[Callable[..., Any]], FunctionTool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
+    """Decorator: the function becomes a typed :class:`FunctionTool`
+    (:meth:`FunctionTool.from_function`). Use bare (``@tool``) or with
+    options (``@tool(name="search")``)."""
+
+    def make(function: Callable[..., Any]) -> FunctionTool:
+        return FunctionTool.from_function(
+            function, name=name, description=description, metadata=metadata
+        )
+
+    return make if fn is None else make(fn)
 
 
 class ToolRegistry:

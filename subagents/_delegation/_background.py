@@ -9,7 +9,10 @@ materialization and the same hook rules), reports the child's run id, and
 runs it with a turn-start hook that drains the attempt's queued steering into
 the child's conversation as user messages (so the child's model sees steering
 at its next turn boundary). Cancellation stops the child run at its next
-``await``.
+``await``. The child runs in a copy of the :mod:`contextvars` context of the
+``delegate`` call that launched it (copied when the supervisor accepted the
+attempt), so a contextvar the caller set is visible inside the child; an
+attempt recovered after a restart has no such context.
 
 What the parent gets back:
 
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import threading
 import weakref
 from collections import OrderedDict
@@ -177,12 +181,17 @@ def _shared_state(supervisor: BackgroundSubagentSupervisor | None) -> _SharedSta
 
 @dataclass(frozen=True, slots=True)
 class _Launch:
-    """Carried in ``ChildRequest.metadata`` (in process only, never persisted)."""
+    """Carried in ``ChildRequest.metadata`` (in process only, never persisted).
+
+    ``context`` is the delegating call's :mod:`contextvars` context, copied when
+    the delegation is accepted; the child runs in a copy of it.
+    """
 
     parent: AgentContext | None
     child: AgentContext | None
     loop: asyncio.AbstractEventLoop | None
     parent_tools: ToolRegistry
+    context: contextvars.Context | None = None
 
 
 def _publish(launch: _Launch | None, event: AgentEvent) -> None:
@@ -254,7 +263,16 @@ class BackgroundSubagentRunner:
         launch = found if isinstance(found, _Launch) else None
         mode = _BackgroundMode(self.registry, self._state, request, control, launch)
         parent_tools = ToolRegistry() if launch is None else launch.parent_tools
-        return mode.conclude(await run_child(config, parent_tools, mode))
+        running = run_child(config, parent_tools, mode)
+        if launch is None or launch.context is None:
+            # Recovered after a restart (or launched without the SDK's tools): no caller
+            # context survives; the child runs in the supervisor's.
+            return mode.conclude(await running)
+        # The caller's contextvars (trace context, request ids) carry into the child; a
+        # copy, so what the child sets stays in the child. Cancelling this call cancels
+        # the task, which the child protocol handles as for a direct await.
+        task = asyncio.get_running_loop().create_task(running, context=launch.context.copy())
+        return mode.conclude(await task)
 
 
 class _Cancelled(Exception):

@@ -11,22 +11,22 @@ with a hint the model can act on.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from typing import Any
 
 from actors import BackgroundSubagentError, BackgroundSubagentSupervisor, clamp_wait
 
 from .._agent._context import AgentContext, AgentContextHandle
-from .._agent._tools import Tool, ToolContext, ToolRegistry, ToolResult
+from .._agent._tools import Tool, ToolContext, ToolRegistry, ToolResult, struct_schema
 from .._errors import ToolError
 from ._args import (
     _AsyncDelegateArgs,
     _CancelArgs,
     _convert,
     _delegate_args,
+    _delegate_schema,
     _NoArgs,
     _SteerArgs,
-    _subagent_name,
-    _subagent_name_schema,
     _WaitArgs,
 )
 from ._background import _LAUNCH_KEY, _Launch
@@ -102,31 +102,14 @@ class AsyncDelegateTool(_BackgroundTool):
             "automatically. Pass agent_id (from an earlier delegate) to continue that "
             "agent's conversation after its previous attempt ended.",
         )
-        self.parameters_schema = {
-            "type": "object",
-            "properties": {
-                "subagent_name": _subagent_name_schema(delegation.registry.names()),
-                "prompt": {"type": "string", "description": "The task for the subagent."},
-                "agent_id": {
-                    "type": "string",
-                    "description": "Continue this background agent (an agent_id delegate "
-                    "returned earlier). Omit to start a new agent.",
-                },
-                "linked_task_id": {
-                    "type": "string",
-                    "description": "Optional id of the task this work belongs to.",
-                },
-            },
-            "required": ["subagent_name", "prompt"],
-            "additionalProperties": False,
-        }
+        self.parameters_schema = _delegate_schema(_AsyncDelegateArgs, delegation.registry.names())
 
     def validate(self, arguments: Any) -> _AsyncDelegateArgs:
         return _delegate_args(self.name, arguments, _AsyncDelegateArgs)
 
     async def invoke(self, context: ToolContext, arguments: Any) -> ToolResult:
         args: _AsyncDelegateArgs = arguments
-        name = _subagent_name(self.name, args)
+        name = args.subagent_name
         registry = self.delegation.registry
         if not registry.is_available(name):
             raise ToolError(
@@ -143,6 +126,8 @@ class AsyncDelegateTool(_BackgroundTool):
             child=parent.subagent_context(name, name),
             loop=asyncio.get_running_loop(),
             parent_tools=ToolRegistry() if tools is None else tools.tools,
+            # The child sees the caller's contextvars as they are now, at acceptance.
+            context=contextvars.copy_context(),
         )
         try:
             accepted = await self.supervisor.delegate(
@@ -174,16 +159,7 @@ class SteerSubagentTool(_BackgroundTool):
             "Send guidance to a running background subagent; it sees the message at its "
             "next turn. Give a steering_id to make a retry safe.",
         )
-        self.parameters_schema = {
-            "type": "object",
-            "properties": {
-                "attempt_id": {"type": "string", "description": "The attempt to steer."},
-                "message": {"type": "string", "description": "The guidance."},
-                "steering_id": {"type": "string", "description": "Optional idempotency id."},
-            },
-            "required": ["attempt_id", "message"],
-            "additionalProperties": False,
-        }
+        self.parameters_schema = struct_schema(_SteerArgs)
 
     def validate(self, arguments: Any) -> _SteerArgs:
         return _convert(self.name, arguments, _SteerArgs)
@@ -208,19 +184,7 @@ class CancelSubagentTool(_BackgroundTool):
             name,
             "Ask a background subagent to stop. Its (cancelled) result is still delivered.",
         )
-        self.parameters_schema = {
-            "type": "object",
-            "properties": {
-                "attempt_id": {"type": "string", "description": "The attempt to cancel."},
-                "reason": {"type": "string", "description": "Why (kept: the first reason)."},
-                "cancellation_id": {
-                    "type": "string",
-                    "description": "Optional idempotency id.",
-                },
-            },
-            "required": ["attempt_id"],
-            "additionalProperties": False,
-        }
+        self.parameters_schema = struct_schema(_CancelArgs)
 
     def validate(self, arguments: Any) -> _CancelArgs:
         return _convert(self.name, arguments, _CancelArgs)
@@ -253,17 +217,7 @@ class WaitSubagentTool(_BackgroundTool):
             "you are blocked on that result; never in a polling loop. Without attempt_id "
             "it waits for the next result and summarizes all attempts.",
         )
-        self.parameters_schema = {
-            "type": "object",
-            "properties": {
-                "attempt_id": {"type": "string", "description": "The attempt to wait for."},
-                "timeout_seconds": {
-                    "type": "number",
-                    "description": "Longest wait in seconds (0 to 300, default 30).",
-                },
-            },
-            "additionalProperties": False,
-        }
+        self.parameters_schema = struct_schema(_WaitArgs)
 
     def validate(self, arguments: Any) -> _WaitArgs:
         return _convert(self.name, arguments, _WaitArgs)
@@ -298,7 +252,7 @@ class BackgroundSubagentInfoTool(_BackgroundTool):
             "List the registered subagents (availability, inherited tools) and the "
             "background attempts: active ones and retained undelivered results.",
         )
-        self.parameters_schema = {"type": "object", "properties": {}, "additionalProperties": False}
+        self.parameters_schema = struct_schema(_NoArgs)
 
     def validate(self, arguments: Any) -> _NoArgs:
         return _convert(self.name, arguments, _NoArgs)

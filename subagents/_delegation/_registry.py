@@ -19,6 +19,7 @@ the parent cannot supply refuses the delegation with ``subagent_failed``
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,7 +34,7 @@ from .._agent._result import AgentResult
 from .._agent._run import Agent
 from .._agent._stream import AgentStreamRecord, AgentStreamSink, AgentStreamSource
 from .._agent._sync import run_blocking
-from .._agent._tools import Tool, ToolContext, ToolRegistry, ToolResult
+from .._agent._tools import Tool, ToolContext, ToolRegistry, ToolResult, struct_schema
 from .._errors import (
     AgentConfigError,
     MissingSubagent,
@@ -47,10 +48,9 @@ from .._errors import (
 from ._args import (
     _convert,
     _delegate_args,
+    _delegate_schema,
     _DelegateArgs,
     _NoArgs,
-    _subagent_name,
-    _subagent_name_schema,
 )
 from ._child_run import (
     ChildEnd,
@@ -317,8 +317,14 @@ class _BlockingMode(ChildRunMode):
             if parent_sink is None
             else AgentStreamSink(self._forwarder(run, parent_sink), live=parent_sink.live)
         )
+        running = agent._run_core(self.task.prompt, run.child, sink, None, run.run_id)
+        # In a copy of the caller's contextvars, as a background child: the child sees what
+        # the caller set, and what the child sets does not leak back into the parent's run.
+        child_task = asyncio.get_running_loop().create_task(
+            running, context=contextvars.copy_context()
+        )
         try:
-            return await agent._run_core(self.task.prompt, run.child, sink, None, run.run_id)
+            return await child_task
         finally:
             self.context.usage.incr(run.child.usage)
 
@@ -447,15 +453,7 @@ class DelegateTool(Tool):
         self.name = name
         self.registry = registry
         self.description = "Delegate a task to a registered subagent and wait for its answer."
-        self.parameters_schema = {
-            "type": "object",
-            "properties": {
-                "subagent_name": _subagent_name_schema(registry.names()),
-                "prompt": {"type": "string", "description": "The task for the subagent."},
-            },
-            "required": ["subagent_name", "prompt"],
-            "additionalProperties": False,
-        }
+        self.parameters_schema = _delegate_schema(_DelegateArgs, registry.names())
         self.metadata = {"kind": "delegation"}
 
     def validate(self, arguments: Any) -> _DelegateArgs:
@@ -463,7 +461,7 @@ class DelegateTool(Tool):
 
     async def invoke(self, context: ToolContext, arguments: Any) -> ToolResult:
         args: _DelegateArgs = arguments
-        name = _subagent_name(self.name, args)
+        name = args.subagent_name
         handle = context.dependencies.get(AgentContextHandle)
         parent = handle.context if handle is not None else context.dependencies.get(AgentContext)
         if parent is None:
@@ -512,7 +510,7 @@ class SubagentInfoTool(Tool):
             "List the registered subagents: description, whether each is available "
             "with the current tools, which tools it would inherit, and why not."
         )
-        self.parameters_schema = {"type": "object", "properties": {}, "additionalProperties": False}
+        self.parameters_schema = struct_schema(_NoArgs)
         self.metadata = {"kind": "delegation"}
 
     def validate(self, arguments: Any) -> _NoArgs:

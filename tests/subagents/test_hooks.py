@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from contextvars import ContextVar
 from typing import Any
 
 import pytest
@@ -12,7 +14,10 @@ from subagents import (
     AgentHook,
     FunctionModel,
     FunctionTool,
+    ModelError,
+    ModelRequestInfo,
     ModelRequestParameters,
+    ModelResponse,
     PayloadError,
     RunId,
     StaticCapabilityBundle,
@@ -30,6 +35,7 @@ from subagents import (
     ToolCallPart,
     ToolContext,
     ToolResult,
+    ToolRetriesExceeded,
     Usage,
 )
 
@@ -253,3 +259,221 @@ async def test_an_agent_hook_that_raises_fails_the_run_with_its_error() -> None:
 
     with pytest.raises(PermissionError):
         await agent.run("hi")
+
+
+# -- model-request and error hooks --------------------------------------------------------------
+
+
+class Tracer(AgentHook):
+    """Records every model-request and error hook call."""
+
+    def __init__(self, name: str = "tracer") -> None:
+        self.name = name
+        self.log: list[tuple[Any, ...]] = []
+
+    async def before_model_request(self, context: AgentContext, request: ModelRequestInfo) -> None:
+        self.log.append(("before_model", request))
+
+    async def after_model_request(
+        self,
+        context: AgentContext,
+        request: ModelRequestInfo,
+        response: ModelResponse | None,
+        error: Exception | None,
+    ) -> None:
+        self.log.append(("after_model", request.request_number, response, error))
+
+    async def on_run_error(self, context: AgentContext, error: Exception) -> None:
+        self.log.append(("run_error", error))
+
+    def on_run_interrupted(self, context: AgentContext, signal: BaseException) -> None:
+        self.log.append(("interrupted", type(signal).__name__))
+
+
+async def test_model_request_hooks_see_each_request_and_its_response() -> None:
+    tracer = Tracer()
+    echo = FunctionTool("echo", None, {"type": "object"}, lambda ctx, args: "echoed")
+    model = TestModel.with_tool_calls([("echo", {})], "done")
+    agent = AgentBuilder(model).name("main").tool(echo).hook(tracer).build()
+    context = AgentContext()
+
+    result = await agent.run("go", context)
+
+    kinds = [entry[0] for entry in tracer.log]
+    assert kinds == ["before_model", "after_model", "before_model", "after_model"]
+    first, second = tracer.log[0][1], tracer.log[2][1]
+    assert isinstance(first, ModelRequestInfo)
+    assert (first.request_number, second.request_number) == (1, 2)
+    assert (first.run_id, first.conversation_id) == (result.run_id, context.conversation_id)
+    assert (first.agent_name, first.model_name, first.streamed) == ("main", "test", False)
+    assert [d.name for d in first.parameters.tools] == ["echo"]
+    assert len(first.messages) == 1 and len(second.messages) == 3  # + response + tool return
+    _, number, response, error = tracer.log[3]
+    assert (number, error) == (2, None)
+    assert isinstance(response, ModelResponse) and response.text() == "done"
+    assert response.usage.output_tokens > 0
+
+
+async def test_a_failed_request_reaches_after_model_request_and_on_run_error() -> None:
+    def broken(messages: Any, params: ModelRequestParameters) -> str:
+        raise ConnectionError("gateway down")
+
+    tracer = Tracer()
+    agent = AgentBuilder(FunctionModel(broken)).hook(tracer).build()
+
+    with pytest.raises(ModelError) as caught:
+        await agent.run("go")
+
+    (_, _), (_, number, response, error), (kind, run_error) = tracer.log
+    assert (number, response) == (1, None)
+    assert error is caught.value and run_error is caught.value and kind == "run_error"
+    assert isinstance(caught.value.__cause__, ConnectionError)
+
+
+async def test_a_raising_error_hook_is_a_note_on_the_runs_error_and_every_hook_still_runs() -> None:
+    class Broken(AgentHook):
+        async def after_model_request(
+            self,
+            context: AgentContext,
+            request: ModelRequestInfo,
+            response: ModelResponse | None,
+            error: Exception | None,
+        ) -> None:
+            raise RuntimeError("exporter down")
+
+        async def on_run_error(self, context: AgentContext, error: Exception) -> None:
+            raise RuntimeError("exporter still down")
+
+    def broken(messages: Any, params: ModelRequestParameters) -> str:
+        raise ConnectionError("gateway down")
+
+    tracer = Tracer()
+    agent = AgentBuilder(FunctionModel(broken)).hook(Broken()).hook(tracer).build()
+
+    with pytest.raises(ModelError) as caught:
+        await agent.run("go")
+
+    assert [entry[0] for entry in tracer.log] == ["before_model", "after_model", "run_error"]
+    notes = caught.value.__notes__
+    assert any("after_model_request hook Broken" in n and "exporter down" in n for n in notes)
+    assert any("on_run_error hook Broken" in n for n in notes)
+
+
+async def test_a_raising_after_model_request_fails_a_successful_run_and_all_hooks_see_it() -> None:
+    class Refuse(AgentHook):
+        async def after_model_request(
+            self,
+            context: AgentContext,
+            request: ModelRequestInfo,
+            response: ModelResponse | None,
+            error: Exception | None,
+        ) -> None:
+            raise PermissionError("policy")
+
+    tracer = Tracer()
+    agent = AgentBuilder(TestModel.with_text("ok")).hook(Refuse()).hook(tracer).build()
+
+    with pytest.raises(PermissionError) as caught:
+        await agent.run("go")
+
+    assert [entry[0] for entry in tracer.log] == ["before_model", "after_model", "run_error"]
+    assert tracer.log[-1][1] is caught.value
+
+
+async def test_a_raising_before_model_request_stops_the_request() -> None:
+    calls: list[int] = []
+
+    def answer(messages: Any, params: ModelRequestParameters) -> str:
+        calls.append(1)
+        return "never"
+
+    class Refuse(AgentHook):
+        async def before_model_request(
+            self, context: AgentContext, request: ModelRequestInfo
+        ) -> None:
+            raise PermissionError("budget")
+
+    tracer = Tracer()
+    agent = AgentBuilder(FunctionModel(answer)).hook(Refuse()).hook(tracer).build()
+
+    with pytest.raises(PermissionError):
+        await agent.run("go")
+
+    assert calls == []
+    assert [entry[0] for entry in tracer.log] == ["run_error"]
+
+
+async def test_on_run_error_sees_limits_and_failing_run_hooks() -> None:
+    tracer = Tracer()
+    looping = TestModel.with_tool_calls([("missing", {}), ("missing", {})], "never")
+    agent = AgentBuilder(looping).hook(tracer).build()
+
+    with pytest.raises(ToolRetriesExceeded) as caught:
+        await agent.run("go")
+
+    assert tracer.log[-1] == ("run_error", caught.value)
+
+    class Refuse(AgentHook):
+        async def before_run(self, context: AgentContext, prompt: str) -> None:
+            raise PermissionError("not today")
+
+    late = Tracer()
+    refused = AgentBuilder(TestModel.with_text("ok")).hook(Refuse()).hook(late).build()
+    with pytest.raises(PermissionError) as refusal:
+        await refused.run("go")
+    # Also a hook whose before_run was never reached hears about the failure.
+    assert late.log == [("run_error", refusal.value)]
+
+
+async def test_a_cancelled_run_calls_on_run_interrupted_and_awaits_no_hook() -> None:
+    entered = asyncio.Event()
+
+    async def hangs(messages: Any, params: ModelRequestParameters) -> str:
+        entered.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    tracer = Tracer()
+    agent = AgentBuilder(FunctionModel(hangs)).hook(tracer).build()
+    task = asyncio.ensure_future(agent.run("go"))
+    await entered.wait()
+
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+    assert [entry[0] for entry in tracer.log] == ["before_model", "interrupted"]
+    assert tracer.log[-1] == ("interrupted", "CancelledError")
+
+
+async def test_a_streamed_request_is_flagged_and_hooks_share_the_runs_contextvars() -> None:
+    span: ContextVar[str | None] = ContextVar("span", default=None)
+    seen: list[tuple[str, str | None]] = []
+
+    class Spans(AgentHook):
+        async def before_run(self, context: AgentContext, prompt: str) -> None:
+            span.set("invoke_agent")
+
+        async def before_model_request(
+            self, context: AgentContext, request: ModelRequestInfo
+        ) -> None:
+            seen.append((f"model:{request.streamed}", span.get()))
+
+    def echo(ctx: ToolContext, args: Any) -> str:
+        seen.append(("tool", span.get()))
+        return "echoed"
+
+    tool = FunctionTool("echo", None, {"type": "object"}, echo)
+    model = TestModel.with_tool_calls([("echo", {}), ("echo", {})], "done")
+    agent = AgentBuilder(model).tool(tool).hook(Spans()).build()
+
+    async with agent.run_stream("go") as stream:
+        async for _ in stream:
+            pass
+
+    assert seen == [
+        ("model:True", "invoke_agent"),
+        ("tool", "invoke_agent"),
+        ("tool", "invoke_agent"),
+        ("model:True", "invoke_agent"),
+    ]

@@ -22,7 +22,7 @@ CLI_ONLY = {"subagents._chat", "subagents._demo", "subagents._demo_models"}
 INTERNAL = {
     "subagents._cli": {"main"},  # the console script's entry point
     "subagents._agent._ids": {"dec_hook", "enc_hook"},
-    "subagents._agent._schema": {"compile_schema"},
+    "subagents._agent._schema": {"check_argument_limits", "compile_schema"},
     "subagents._agent._sync": {"run_blocking"},
     # The child-run protocol's parts: the two delegation modes' shared machinery.
     "subagents._delegation._child_run": {

@@ -102,3 +102,13 @@ def test_call_sync_runs_a_tool_from_a_script() -> None:
     tool = FunctionTool("inc", None, OBJECT, lambda ctx, args: args["n"] + 1)
 
     assert tool.call_sync(_context(), {"n": 1}) == ToolResult(2)
+
+
+async def test_every_tool_refuses_too_deep_or_too_large_json_text() -> None:
+    tool = FunctionTool("t", None, {}, lambda ctx, args: "ran")
+
+    with pytest.raises(ToolArgumentError, match="nested too deeply"):
+        await tool.call(_context(), "[" * 100 + "]" * 100)
+    with pytest.raises(ToolArgumentError, match="too large"):
+        await tool.call(_context(), '{"a": "' + "x" * (1024 * 1024) + '"}')
+    assert await tool.call(_context(), "[[[]]]") == ToolResult("ran")
