@@ -13,6 +13,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from storage import AttemptRecord
 
 from ._child import ChildOutcome, ChildRunner
@@ -136,18 +138,9 @@ class Describe:
 # -- to the supervisor actor ---------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Call:
-    """Run the supervisor actor's operation ``name(*args, reply)`` on its thread; the
-    operation resolves ``reply`` itself (or forwards it to an attempt actor)."""
+class DelegateRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """Admit one background attempt (answered with a ``DelegateResult``)."""
 
-    name: str
-    args: tuple[Any, ...]
-    reply: Reply
-
-
-@dataclass(frozen=True, slots=True)
-class DelegateRequest:
     subagent_name: str
     prompt: str
     agent_id: str | None
@@ -156,6 +149,71 @@ class DelegateRequest:
     parent_run_id: str
     metadata: dict[str, Any]
     profile: str | None = None
+
+
+class SteerRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """Queue a steering message for an attempt (answered with a ``SteerReceipt``)."""
+
+    attempt_id: str
+    message: str
+    steering_id: str | None = None
+
+
+class CancelRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """Request an attempt's cancellation (answered with a ``CancelResult``)."""
+
+    attempt_id: str
+    reason: str | None = None
+    cancellation_id: str | None = None
+
+
+class WatchRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """Answered with ``(entry_state, record_or_known_ids, ended_future)``; ``attempt_id``
+    ``None`` watches for the next end of any attempt."""
+
+    attempt_id: str | None
+
+
+class DescribeRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """Answered with the last persisted ``AttemptRecord`` the supervisor saw."""
+
+    attempt_id: str
+
+
+class SnapshotRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """Answered with ``[(entry_state, record, actor_ref_or_None), ...]`` of the table."""
+
+
+class BeginShutdownRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """Close admission and stop every attempt (``abort``: cancel its task now);
+    answered with a future that resolves once no attempt is active."""
+
+    abort: bool
+
+
+class UnfinishedRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """Answered with the sorted ids of the attempts still active."""
+
+
+SupervisorRequest = (
+    DelegateRequest
+    | SteerRequest
+    | CancelRequest
+    | WatchRequest
+    | DescribeRequest
+    | SnapshotRequest
+    | BeginShutdownRequest
+    | UnfinishedRequest
+)
+"""Every request the facade sends the supervisor actor."""
+
+
+class Ask(msgspec.Struct, frozen=True, kw_only=True):
+    """A request to the supervisor actor and the future it answers on. The actor
+    resolves ``reply`` itself, or hands it to the attempt actor the request is for."""
+
+    request: SupervisorRequest
+    reply: Reply
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,6 +61,7 @@ from actors import (
     SupervisorActor,
     SupervisorLimits,
 )
+from actors._messages import WatchRequest
 from statemachines import EXECUTION
 from storage import (
     AttemptRecord,
@@ -355,7 +356,7 @@ class SupervisorMachine(RuleBasedStateMachine):
 
     def ended(self, attempt_id: str, timeout: float = SETTLE) -> str:
         """Block until the supervisor announced the attempt's end: ``terminal`` or ``lost``."""
-        state, _, done = self.sup._call("watch", attempt_id).result(timeout=timeout)
+        state, _, done = self.sup._ask(WatchRequest(attempt_id=attempt_id)).result(timeout=timeout)
         if state == "not_found":
             raise self.violation(f"the supervisor forgot attempt {attempt_id}")
         try:
