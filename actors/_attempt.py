@@ -63,7 +63,6 @@ from storage import (
 
 from ._child import ChildControl, ChildOutcome, ChildProgress, ChildRequest, ChildRunner
 from ._errors import BackgroundSubagentError, LeaseLost
-from ._loop import ClosableInbox, Runtime
 from ._machines import ATTEMPT, COMMITTING, FINISHED, IDLE, LOST, RUNNING, STOPPING, TERMINAL
 from ._messages import (
     Abort,
@@ -75,14 +74,15 @@ from ._messages import (
     Describe,
     HeartbeatDone,
     NewsReady,
-    RecordView,
     Rerouted,
     Start,
     Steer,
     Tick,
     resolve,
 )
+from ._record_view import RecordView
 from ._results import CancelResult, SteerReceipt
+from ._runtime import ClosableInbox, Runtime
 
 log = logging.getLogger("actors")
 

@@ -62,12 +62,11 @@ from storage import (
 )
 
 from ._attempt import AttemptActor
+from ._buffered_random_ids import BufferedRandomIds
 from ._child import ChildRequest, ChildRunner
 from ._config import OwnerIdentity, SupervisorLimits
 from ._delivery import Deliverer, DeltaBox
 from ._errors import BackgroundSubagentError
-from ._loop import LoopThread, Runtime, ThreadCache, WorkerPool, simple_inbox
-from ._machines import BufferedRandomIds
 from ._messages import (
     Abort,
     Ask,
@@ -81,7 +80,6 @@ from ._messages import (
     Describe,
     DescribeRequest,
     NewsReady,
-    RecordView,
     Reply,
     Rerouted,
     SnapshotRequest,
@@ -93,6 +91,7 @@ from ._messages import (
     WatchRequest,
     resolve,
 )
+from ._record_view import RecordView
 from ._results import (
     AttemptSummary,
     BackgroundResult,
@@ -102,6 +101,7 @@ from ._results import (
     SteerReceipt,
     WaitResult,
 )
+from ._runtime import LoopThread, Runtime, ThreadCache, WorkerPool, simple_inbox
 from ._twins import Await, Blocking, Detached, DetachedThreads, Steps, twins
 
 log = logging.getLogger("actors")

@@ -50,7 +50,6 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from actors import (
-    AttemptActor,
     BackgroundResult,
     BackgroundSubagentError,
     BackgroundSubagentSupervisor,
@@ -58,10 +57,11 @@ from actors import (
     ChildOutcome,
     ChildRequest,
     OwnerIdentity,
-    SupervisorActor,
     SupervisorLimits,
 )
+from actors._attempt import AttemptActor
 from actors._messages import WatchRequest
+from actors._supervisor import SupervisorActor
 from statemachines import EXECUTION
 from storage import (
     AttemptRecord,

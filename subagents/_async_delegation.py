@@ -60,7 +60,6 @@ from actors import (
     ChildRequest,
     SupervisorLimits,
     WaitResult,
-    clamp_wait,
 )
 
 from ._context import SUBAGENT_STACK_KEY, AgentContext, AgentContextHandle
@@ -916,7 +915,8 @@ class WaitSubagentTool(_BackgroundTool):
         args: _WaitArgs = arguments
         try:
             # An unknown or a finished attempt answers at once.
-            waited = await self.supervisor.wait(args.attempt_id, clamp_wait(args.timeout_seconds))
+            # ``wait`` clamps the timeout itself.
+            waited = await self.supervisor.wait(args.attempt_id, args.timeout_seconds)
         except BackgroundSubagentError as error:
             raise _tool_error(self.name, error) from error
         metadata: dict[str, Any] = {}

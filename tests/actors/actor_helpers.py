@@ -10,7 +10,9 @@ from typing import Any
 import pykka
 
 from actors import BackgroundSubagentSupervisor, SupervisorLimits
+from actors._attempt import AttemptActor
 from actors._messages import WatchRequest
+from actors._supervisor import SupervisorActor
 
 FAST = SupervisorLimits(heartbeat_interval=0.01, retry_interval=0.002, cancellation_grace=0.05)
 SupervisorFactory = Callable[..., BackgroundSubagentSupervisor]
@@ -23,8 +25,6 @@ def our_threads() -> list[str]:
 
 
 def our_actors() -> list[Any]:
-    from actors import AttemptActor, SupervisorActor
-
     return [
         ref
         for ref in pykka.ActorRegistry.get_all()

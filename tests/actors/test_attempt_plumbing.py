@@ -12,9 +12,10 @@ import pytest
 from actor_helpers import SupervisorFactory
 from pykka._envelope import Envelope
 
-from actors import AttemptActor, BackgroundSubagentError, ChildControl, ChildOutcome, ChildRequest
-from actors._loop import ClosableInbox
+from actors import BackgroundSubagentError, ChildControl, ChildOutcome, ChildRequest
+from actors._attempt import AttemptActor
 from actors._messages import Cancel, Describe, Steer
+from actors._runtime import ClosableInbox
 
 
 async def instant(request: ChildRequest, control: ChildControl) -> ChildOutcome:
