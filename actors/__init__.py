@@ -13,6 +13,7 @@ from ._child import ChildRequest as ChildRequest
 from ._child import ChildRunner as ChildRunner
 from ._config import OwnerIdentity as OwnerIdentity
 from ._config import SupervisorLimits as SupervisorLimits
+from ._delivery import Deliverer as Deliverer
 from ._errors import BackgroundSubagentError as BackgroundSubagentError
 from ._errors import LeaseLost as LeaseLost
 from ._results import AttemptSummary as AttemptSummary
@@ -37,6 +38,7 @@ __all__ = [
     "ChildRunner",
     "CompletionCallback",
     "DelegateResult",
+    "Deliverer",
     "InfoResult",
     "LeaseLost",
     "OwnerIdentity",

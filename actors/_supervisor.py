@@ -822,7 +822,6 @@ class BackgroundSubagentSupervisor:
             limits=self.limits,
             deltas=self.deltas,
             namespace_id=namespace_id,
-            session_id=session_id,
         )
         self._lock = threading.Lock()
         self._shutdown_lock = threading.Lock()
@@ -1172,7 +1171,9 @@ class BackgroundSubagentSupervisor:
         Each result comes once, with its context delta (when this process has
         it). Works after shutdown too (it only needs the store).
         """
-        results: list[BackgroundResult] = yield Blocking(self.deliverer.take_pending, run_id)
+        results: list[BackgroundResult] = yield Blocking(
+            self.deliverer.take_pending, self.session_id, run_id
+        )
         return results
 
     take_pending_sync, take_pending = twins(_take_pending)

@@ -20,6 +20,7 @@ EXPECTED = [
     "ChildRunner",
     "CompletionCallback",
     "DelegateResult",
+    "Deliverer",
     "InfoResult",
     "LeaseLost",
     "OwnerIdentity",
