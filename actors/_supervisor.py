@@ -277,38 +277,73 @@ class SupervisorActor(pykka.ThreadingActor):
     # -- admission ---------------------------------------------------------------------------
 
     def _delegate(self, req: DelegateRequest, reply: Reply) -> None:
-        subagent_name, prompt, agent_id = req.subagent_name, req.prompt, req.agent_id
-        linked_task_id, parent_run_id = req.linked_task_id, req.parent_run_id
-        runner = req.runner
+        """Admit, accept in the store, start the attempt's actor, then answer."""
+        runner = self._admit(req)
         rt = self.rt
-        limits = rt.limits
+        agent_id = req.agent_id or f"{req.subagent_name}-bg-{rt.ids.token_hex(4)}"
+        stored = self._accept(req, agent_id)
+        attempt_id = stored.attempt_id
+        request = ChildRequest(
+            subagent_name=req.subagent_name,
+            prompt=req.prompt,
+            agent_id=agent_id,
+            attempt_id=attempt_id,
+            linked_task_id=req.linked_task_id,
+            parent_run_id=req.parent_run_id,
+            continued=req.agent_id is not None,
+            metadata=dict(req.metadata),
+        )
+        view = RecordView(stored)
+        ref = AttemptActor.start(
+            runtime=rt,
+            record=stored,
+            request=request,
+            runner=runner,
+            supervisor=self.actor_ref,
+            view=view,
+        )
+        self._know_agent(agent_id, req.subagent_name)
+        self.active_by_agent[agent_id] = attempt_id
+        rt.views[attempt_id] = view
+        self.entries[attempt_id] = self.active[attempt_id] = _Entry(
+            attempt_id=attempt_id,
+            agent_id=agent_id,
+            subagent_name=req.subagent_name,
+            linked_task_id=req.linked_task_id,
+            view=view,
+            ref=ref,
+            state="active",
+        )
+        ref.tell(Start())
+        resolve(
+            reply,
+            DelegateResult(
+                status="continued" if req.agent_id is not None else "accepted",
+                subagent_name=req.subagent_name,
+                attempt_id=attempt_id,
+                agent_id=agent_id,
+                linked_task_id=req.linked_task_id,
+            ),
+        )
+
+    def _admit(self, req: DelegateRequest) -> ChildRunner:
+        """The runner of an admissible request; raises what refuses it (``Closing``,
+        ``NotFound``, ``PromptTooLarge``, ``ActiveConversation``, ``QuotaExceeded``)."""
+        limits = self.rt.limits
         if self.closing:
             raise BackgroundSubagentError.Closing("the supervisor is shutting down")
-        runner = runner or self.default_runner
+        runner = req.runner or self.default_runner
         if runner is None:
             raise BackgroundSubagentError.NotFound(
-                "no child runner for this subagent", subagent_name=subagent_name
+                "no child runner for this subagent", subagent_name=req.subagent_name
             )
-        size = len(prompt.encode("utf-8"))
+        size = len(req.prompt.encode("utf-8"))
         if size > limits.max_prompt_bytes:
             raise BackgroundSubagentError.PromptTooLarge(
                 "the prompt is too large", size_bytes=size, limit=limits.max_prompt_bytes
             )
-        continued = agent_id is not None
-        if agent_id is not None:
-            bound = self.agents.get(agent_id) or self._lookup_agent(agent_id)
-            if bound is None or bound != subagent_name:
-                raise BackgroundSubagentError.NotFound(
-                    "unknown agent_id for this subagent",
-                    agent_id=agent_id,
-                    subagent_name=subagent_name,
-                )
-            if agent_id in self.active_by_agent:
-                raise BackgroundSubagentError.ActiveConversation(
-                    "the agent already has an active attempt",
-                    agent_id=agent_id,
-                    attempt_id=self.active_by_agent[agent_id],
-                )
+        if req.agent_id is not None:
+            self._admit_continued(req.agent_id, req.subagent_name)
         active = len(self.active_by_agent)
         if active >= limits.max_active_attempts:
             raise BackgroundSubagentError.QuotaExceeded(
@@ -326,18 +361,37 @@ class SupervisorActor(pykka.ThreadingActor):
                 undelivered=pending,
                 limit=limits.max_undelivered_results,
             )
-        if agent_id is None:
-            agent_id = f"{subagent_name}-bg-{rt.ids.token_hex(4)}"
+        return runner
+
+    def _admit_continued(self, agent_id: str, subagent_name: str) -> None:
+        """A continued agent must be known, bound to this subagent and idle."""
+        bound = self.agents.get(agent_id) or self._lookup_agent(agent_id)
+        if bound is None or bound != subagent_name:
+            raise BackgroundSubagentError.NotFound(
+                "unknown agent_id for this subagent",
+                agent_id=agent_id,
+                subagent_name=subagent_name,
+            )
+        if agent_id in self.active_by_agent:
+            raise BackgroundSubagentError.ActiveConversation(
+                "the agent already has an active attempt",
+                agent_id=agent_id,
+                attempt_id=self.active_by_agent[agent_id],
+            )
+
+    def _accept(self, req: DelegateRequest, agent_id: str) -> AttemptRecord:
+        """The attempt's record, accepted by the store under this owner's lease."""
+        rt = self.rt
         attempt_id = f"subattempt_{rt.ids.uuid4()}"
         now = rt.store.clock.now()  # the lease runs on store time, not this host's clock
         record = AttemptRecord(
             attempt_id=attempt_id,
             agent_id=agent_id,
-            subagent_name=subagent_name,
+            subagent_name=req.subagent_name,
             namespace_id=rt.namespace_id,
             parent_session_id=rt.session_id,
-            parent_run_id=parent_run_id,
-            linked_task_id=linked_task_id,
+            parent_run_id=req.parent_run_id,
+            linked_task_id=req.linked_task_id,
             owner_lease=OwnerLease(
                 host_instance_id=rt.owner.host_instance_id,
                 fencing_generation=rt.owner.fencing_generation,
@@ -349,7 +403,7 @@ class SupervisorActor(pykka.ThreadingActor):
             profile=req.profile or "",
         )
         try:
-            stored = rt.store.accept_attempt(record)
+            return rt.store.accept_attempt(record)
         except Conflict as exc:
             if "holder" in exc.fields:
                 # Another non-terminal attempt of this agent exists in the store (one this
@@ -370,48 +424,6 @@ class SupervisorActor(pykka.ThreadingActor):
             raise BackgroundSubagentError.Durability(
                 "the store did not accept the attempt", attempt_id=attempt_id, agent_id=agent_id
             ) from exc
-        request = ChildRequest(
-            subagent_name=subagent_name,
-            prompt=prompt,
-            agent_id=agent_id,
-            attempt_id=attempt_id,
-            linked_task_id=linked_task_id,
-            parent_run_id=parent_run_id,
-            continued=continued,
-            metadata=dict(req.metadata),
-        )
-        view = RecordView(stored)
-        ref = AttemptActor.start(
-            runtime=rt,
-            record=stored,
-            request=request,
-            runner=runner,
-            supervisor=self.actor_ref,
-            view=view,
-        )
-        self._know_agent(agent_id, subagent_name)
-        self.active_by_agent[agent_id] = attempt_id
-        rt.views[attempt_id] = view
-        self.entries[attempt_id] = self.active[attempt_id] = _Entry(
-            attempt_id=attempt_id,
-            agent_id=agent_id,
-            subagent_name=subagent_name,
-            linked_task_id=linked_task_id,
-            view=view,
-            ref=ref,
-            state="active",
-        )
-        ref.tell(Start())
-        resolve(
-            reply,
-            DelegateResult(
-                status="continued" if continued else "accepted",
-                subagent_name=subagent_name,
-                attempt_id=attempt_id,
-                agent_id=agent_id,
-                linked_task_id=linked_task_id,
-            ),
-        )
 
     # -- requests for one attempt ------------------------------------------------------------
 
