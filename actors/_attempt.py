@@ -78,6 +78,7 @@ from ._messages import (
     Start,
     Steer,
     Tick,
+    Timer,
     resolve,
 )
 from ._record_view import RecordView
@@ -334,7 +335,7 @@ class AttemptActor(pykka.ThreadingActor):
             case Abort():
                 self._abort_child()
             case Tick():
-                self._on_tick(message.kind)
+                self._on_tick(message.timer)
             case HeartbeatDone():
                 self._on_heartbeat_done(message)
             case ChildProgress():
@@ -366,12 +367,12 @@ class AttemptActor(pykka.ThreadingActor):
                     _Progress(status=ExecutionStatus.STARTING) if op is start else op
                     for op in self.ops
                 )
-                self._schedule("heartbeat", self.rt.heartbeat_interval)
+                self._schedule(Timer.HEARTBEAT, self.rt.heartbeat_interval)
 
     def _launch_child(self, first_beat: bool) -> None:
         if self.model.state != IDLE:  # launched already, decided or lost
             return
-        beat = self._timer("heartbeat") if first_beat else None
+        beat = self._timer(Timer.HEARTBEAT) if first_beat else None
         self._to(RUNNING)
         try:
             self.rt.loop.call_soon_threadsafe(self.child.create, beat)
@@ -490,7 +491,7 @@ class AttemptActor(pykka.ThreadingActor):
                 if grace <= 0:
                     self._abort_child()
                 else:
-                    self._schedule("abort", grace)
+                    self._schedule(Timer.ABORT, grace)
         elif message.shutdown and self.decision is None and not self._child_running:
             self._decide(self._cancel_decision())
         resolve(message.reply, self._cancel_result(cid))
@@ -520,7 +521,7 @@ class AttemptActor(pykka.ThreadingActor):
     def _abort_child(self) -> None:
         if self._child_running:
             self._abort_task()
-            self._schedule("force", max(self.rt.limits.cancellation_grace, 0.0))
+            self._schedule(Timer.FORCE, max(self.rt.limits.cancellation_grace, 0.0))
         elif self.model.state == IDLE:
             self.cancel_reason = self.cancel_reason or "supervisor shutdown"
             self.control.request_cancel(self.cancel_reason)
@@ -608,8 +609,8 @@ class AttemptActor(pykka.ThreadingActor):
 
     # -- timers and heartbeats ---------------------------------------------------------------
 
-    def _timer(self, kind: str) -> Callable[[], None]:
-        """The loop-side callback of a timer: tell this actor ``Tick(kind)`` unless the
+    def _timer(self, timer: Timer) -> Callable[[], None]:
+        """The loop-side callback of a timer: tell this actor ``Tick(timer)`` unless the
         attempt already ended (then the tick is moot and the actor may be gone).
 
         The loop's timer holds the actor only weakly: a heartbeat timer outlives its
@@ -618,7 +619,7 @@ class AttemptActor(pykka.ThreadingActor):
         thread. A collected actor had stopped (pykka's registry holds live ones).
         """
         actor = weakref.ref(self)
-        tick = Tick(kind)
+        tick = Tick(timer=timer)
 
         def fire() -> None:
             me = actor()
@@ -629,27 +630,31 @@ class AttemptActor(pykka.ThreadingActor):
 
         return fire
 
-    def _schedule(self, kind: str, delay: float) -> None:
-        self.rt.later(delay, self._timer(kind))
+    def _schedule(self, timer: Timer, delay: float) -> None:
+        self.rt.later(delay, self._timer(timer))
 
-    def _on_tick(self, kind: str) -> None:
+    def _on_tick(self, timer: Timer) -> None:
         if self._ended:
             return
-        if kind == "heartbeat":
-            self._heartbeat()
-            self._schedule("heartbeat", self.rt.heartbeat_interval)
-        elif kind == "heartbeat-retry":
-            self._heartbeat()
-        elif kind == "retry":
-            self.retry_armed = False
-            self._pump()
-        elif kind == "abort":
-            if self.decision is None:
-                self._abort_child()
-        elif kind == "force" and self.model.state == RUNNING:
-            # The child ignored cancellation: it is abandoned, the attempt still ends.
-            self._decide(self._cancel_decision())
-            self._pump()
+        match timer:
+            case Timer.HEARTBEAT:
+                self._heartbeat()
+                self._schedule(Timer.HEARTBEAT, self.rt.heartbeat_interval)
+            case Timer.HEARTBEAT_RETRY:
+                self._heartbeat()
+            case Timer.RETRY:
+                self.retry_armed = False
+                self._pump()
+            case Timer.ABORT:
+                if self.decision is None:
+                    self._abort_child()
+            case Timer.FORCE:
+                if self.model.state == RUNNING:
+                    # The child ignored cancellation: it is abandoned, the attempt still ends.
+                    self._decide(self._cancel_decision())
+                    self._pump()
+            case _:
+                assert_never(timer)
 
     def _heartbeat(self) -> None:
         if self.renewal is not None:
@@ -689,7 +694,7 @@ class AttemptActor(pykka.ThreadingActor):
             self._confirm_owner(message.error)
             if self._ended:
                 return
-        self._schedule("heartbeat-retry", self.rt.retry_interval)
+        self._schedule(Timer.HEARTBEAT_RETRY, self.rt.retry_interval)
 
     # -- persistence -------------------------------------------------------------------------
 
@@ -705,7 +710,7 @@ class AttemptActor(pykka.ThreadingActor):
     def _arm_retry(self) -> None:
         if not self.retry_armed and not self._ended:
             self.retry_armed = True
-            self._schedule("retry", self.rt.retry_interval)
+            self._schedule(Timer.RETRY, self.rt.retry_interval)
 
     def _pump(self) -> None:
         """Write queued operations in order; stop at the first unconfirmed failure."""
@@ -717,8 +722,8 @@ class AttemptActor(pykka.ThreadingActor):
             except LeaseLost:
                 raise
             except Exception as exc:
-                if self._recover(op, exc) == "done":
-                    continue
+                if self._recover(op, exc):
+                    continue  # it applied after all
                 if not self._ended:
                     self.ops.appendleft(op)
                 if immediate > 0 and not isinstance(exc, RetryableStorage):
@@ -889,11 +894,11 @@ class AttemptActor(pykka.ThreadingActor):
         )
         return TerminalCommit(record=record, artifact=artifact, artifact_limits=artifact_limits)
 
-    def _recover(self, op: _Op, exc: Exception) -> str:
-        """Classify a failed write: ``"done"`` when a fresh load shows it applied,
-        ``"retry"`` while we still own the attempt; raises ``LeaseLost`` otherwise."""
+    def _recover(self, op: _Op, exc: Exception) -> bool:
+        """Classify a failed write: true when a fresh load shows it applied, false
+        while we still own the attempt (retry it); raises ``LeaseLost`` otherwise."""
         if isinstance(exc, RetryableStorage):
-            return "retry"
+            return False
         terminal = isinstance(op, _Terminal)
         pending = self.pending
         if terminal and isinstance(exc, QuotaExceeded) and pending is not None:
@@ -907,17 +912,17 @@ class AttemptActor(pykka.ThreadingActor):
                     failure_category=EXECUTION_ERROR,
                 )
                 self.pending = None
-                return "retry"
+                return False
         self._confirm_owner(exc)
         if self.model.state == TERMINAL:
-            return "done"
+            return True
         if terminal and isinstance(exc, InvalidRecord) and self.decision is not _UNRECORDABLE:
             # Still ours, yet the store refuses this projection: it would refuse every
             # retry too. Commit minimal failed evidence instead of hanging the attempt.
             log.error("attempt %s: terminal commit refused (%s); failing it", self.attempt_id, exc)
             self.decision = _UNRECORDABLE
             self.pending = None
-        return "retry"
+        return False
 
     def _confirm_owner(self, cause: BaseException) -> None:
         """Load the record and decide: still ours (keep going), ours and terminal

@@ -4,12 +4,14 @@ Requests that need an answer carry a ``concurrent.futures.Future`` as ``reply``:
 the receiving actor resolves it and never blocks on the sender, so no ask
 cycle can form and an asyncio caller can await it through
 ``asyncio.wrap_future`` instead of blocking its loop on a pykka future.
+Every message is a frozen, keyword-only msgspec Struct, and each actor
+dispatches on the message's type (``match``), never on a name.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-from dataclasses import dataclass
+import enum
 from typing import Any
 
 import msgspec
@@ -38,53 +40,70 @@ def resolve(reply: Reply | None, value: Any = None, error: BaseException | None 
 # -- to an attempt actor -------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Start:
-    pass
+class Start(msgspec.Struct, frozen=True, kw_only=True):
+    """Begin the attempt: persist ``starting``, then launch the child."""
 
 
-@dataclass(frozen=True, slots=True)
-class Steer:
+class Steer(msgspec.Struct, frozen=True, kw_only=True):
+    """Queue a steering message for the child (answered with a ``SteerReceipt``)."""
+
     message: str
     steering_id: str | None
     reply: Reply
 
 
-@dataclass(frozen=True, slots=True)
-class Cancel:
+class Cancel(msgspec.Struct, frozen=True, kw_only=True):
+    """Request cancellation (answered with a ``CancelResult``; shutdown's own has no reply)."""
+
     reason: str | None
     cancellation_id: str | None
     reply: Reply | None
     shutdown: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class Abort:
+class Abort(msgspec.Struct, frozen=True, kw_only=True):
     """Shutdown's second phase: cancel the child task now (no more grace)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Tick:
-    """Timer: heartbeat when due, retry pending store writes, enforce cancellation grace."""
+class Timer(enum.Enum):
+    """What a ``Tick`` is due for."""
 
-    kind: str
+    HEARTBEAT = "heartbeat"
+    """Renew the lease, then arm the next heartbeat."""
+    HEARTBEAT_RETRY = "heartbeat-retry"
+    """Renew the lease again after a failed renewal (no new chain)."""
+    RETRY = "retry"
+    """Retry the pending store writes."""
+    ABORT = "abort"
+    """The cancellation grace is over: cancel the child's task."""
+    FORCE = "force"
+    """The child ignored its task's cancellation: end the attempt without it."""
 
 
-@dataclass(frozen=True, slots=True)
-class HeartbeatDone:
+class Tick(msgspec.Struct, frozen=True, kw_only=True):
+    """A timer of the attempt fired (on the loop, told to the actor)."""
+
+    timer: Timer
+
+
+class HeartbeatDone(msgspec.Struct, frozen=True, kw_only=True):
+    """A lease renewal ended: the renewed record, or the error it raised."""
+
     record: AttemptRecord | None
     error: BaseException | None
 
 
-@dataclass(frozen=True, slots=True)
-class ChildFinished:
+class ChildFinished(msgspec.Struct, frozen=True, kw_only=True):
+    """The child's task ended (sent once it really ended)."""
+
     outcome: ChildOutcome | None
     error: BaseException | None
     cancelled: bool
 
 
-@dataclass(frozen=True, slots=True)
-class Describe:
+class Describe(msgspec.Struct, frozen=True, kw_only=True):
+    """Answered with the attempt's last persisted record."""
+
     reply: Reply
 
 
@@ -169,8 +188,7 @@ class Ask(msgspec.Struct, frozen=True, kw_only=True):
     reply: Reply
 
 
-@dataclass(frozen=True, slots=True)
-class AttemptTerminal:
+class AttemptTerminal(msgspec.Struct, frozen=True, kw_only=True):
     """An attempt's terminal commit is persisted (sent by its actor, once)."""
 
     attempt_id: str
@@ -180,21 +198,18 @@ class AttemptTerminal:
     cancellation_receipts: dict[str, str | None]
 
 
-@dataclass(frozen=True, slots=True)
-class NewsReady:
+class NewsReady(msgspec.Struct, frozen=True, kw_only=True):
     """An attempt appended ``AttemptTerminal`` news to ``Runtime.news`` while the
     supervisor wants to hear at once: a wake-up, the news itself is in the deque."""
 
 
-@dataclass(frozen=True, slots=True)
-class AttemptUpdated:
+class AttemptUpdated(msgspec.Struct, frozen=True, kw_only=True):
     """A non-terminal change of the attempt was persisted (the supervisor's cached view)."""
 
     record: AttemptRecord
 
 
-@dataclass(frozen=True, slots=True)
-class AttemptLost:
+class AttemptLost(msgspec.Struct, frozen=True, kw_only=True):
     """Owner loss was confirmed; the attempt actor abandoned its local state."""
 
     attempt_id: str
@@ -202,8 +217,7 @@ class AttemptLost:
     cancellation_receipts: dict[str, str | None]
 
 
-@dataclass(frozen=True, slots=True)
-class Rerouted:
+class Rerouted(msgspec.Struct, frozen=True, kw_only=True):
     """A request (``Steer``, ``Cancel`` or ``Describe``) that reached an attempt actor
     after it stopped; the supervisor answers it from its table. The attempt's end
     (``AttemptTerminal`` / ``AttemptLost``) is always ahead of it in the mailbox."""
