@@ -1,12 +1,14 @@
 """The supervisor actor and its thread-safe, asyncio-friendly facade.
 
 :class:`BackgroundSubagentSupervisor` is what hosts and the SDK hold. Its
-methods are coroutines with ``_sync`` twins; both talk to one pykka
-``SupervisorActor`` by message and wait on a ``concurrent.futures.Future``
-(awaited through ``asyncio.wrap_future``, never by blocking a loop on a pykka
-future). The supervisor actor owns admission, ids, the attempt table, limits,
-the completion callback and checked shutdown; one :class:`AttemptActor` per
-live attempt owns that attempt.
+methods are coroutines with ``_sync`` twins, both built from one body (see
+:mod:`actors._twins`); both talk to one pykka ``SupervisorActor`` in typed
+requests (:data:`~actors._messages.SupervisorRequest`, dispatched by type) and
+wait on a ``concurrent.futures.Future`` (awaited through
+``asyncio.wrap_future``, never by blocking a loop on a pykka future). The
+supervisor actor owns admission, ids, the attempt table, limits, the
+completion callback and checked shutdown; one :class:`AttemptActor` per live
+attempt owns that attempt.
 
 Threads (all non-daemon, named ``subagents-*`` except the supervisor actor's):
 the supervisor actor, one thread per live attempt actor (``subagents-attempt-N``,
@@ -782,9 +784,10 @@ class BackgroundSubagentSupervisor:
     :meth:`take_pending`. It must not block on this supervisor's own ``_sync``
     calls for long (they work, but they hold the delivery thread).
 
-    Every coroutine method has a ``_sync`` twin. Do not call a ``_sync`` method
-    on the supervisor's own event loop thread (it would block the loop the
-    children run on); call the coroutine there.
+    Every coroutine method has a ``_sync`` twin, made from the same body, so the
+    two behave alike. Do not call a ``_sync`` method on the supervisor's own
+    event loop thread (it would block the loop the children run on); call the
+    coroutine there.
 
     Real time (thread joins, wait and shutdown deadlines) uses
     ``time.monotonic``; record time and leases use ``clock`` (the store's clock
