@@ -3,16 +3,17 @@
 Layering: ``actors`` imports ``storage`` and ``statemachines`` only; the SDK
 (``subagents``) plugs its agents in through the child-runner protocol
 (:class:`ChildRunner`, :class:`ChildRequest`, :class:`ChildControl`,
-:class:`ChildOutcome`).
+:class:`ChildOutcome`). The actors themselves are private: callers hold
+:class:`BackgroundSubagentSupervisor`, which talks to them in typed messages.
 """
 
-from ._attempt import AttemptActor as AttemptActor
 from ._child import ChildControl as ChildControl
 from ._child import ChildOutcome as ChildOutcome
 from ._child import ChildRequest as ChildRequest
 from ._child import ChildRunner as ChildRunner
 from ._config import OwnerIdentity as OwnerIdentity
 from ._config import SupervisorLimits as SupervisorLimits
+from ._delivery import Deliverer as Deliverer
 from ._errors import BackgroundSubagentError as BackgroundSubagentError
 from ._errors import LeaseLost as LeaseLost
 from ._results import AttemptSummary as AttemptSummary
@@ -24,11 +25,8 @@ from ._results import SteerReceipt as SteerReceipt
 from ._results import WaitResult as WaitResult
 from ._supervisor import BackgroundSubagentSupervisor as BackgroundSubagentSupervisor
 from ._supervisor import CompletionCallback as CompletionCallback
-from ._supervisor import SupervisorActor as SupervisorActor
-from ._supervisor import clamp_wait as clamp_wait
 
 __all__ = [
-    "AttemptActor",
     "AttemptSummary",
     "BackgroundResult",
     "BackgroundSubagentError",
@@ -40,12 +38,11 @@ __all__ = [
     "ChildRunner",
     "CompletionCallback",
     "DelegateResult",
+    "Deliverer",
     "InfoResult",
     "LeaseLost",
     "OwnerIdentity",
     "SteerReceipt",
-    "SupervisorActor",
     "SupervisorLimits",
     "WaitResult",
-    "clamp_wait",
 ]

@@ -1,16 +1,18 @@
 """One pykka actor per live background attempt.
 
-The actor owns the attempt's execution machine (a plain model object bound to
-``statemachines.EXECUTION``), its lease and heartbeat, its steering queue and
-its cancellation receipts. It receives ``Start``, ``Steer``, ``Cancel``,
+The actor owns the attempt's lifecycle machine (a plain model object bound to
+:data:`actors._machines.ATTEMPT`), its lease and heartbeat, its steering queue,
+its cancellation receipts and the store writes it still owes (typed pending
+operations, applied in order). It receives ``Start``, ``Steer``, ``Cancel``,
 ``Abort``, ``Tick`` (heartbeat / retry / cancellation grace), ``HeartbeatDone``,
 ``ChildProgress``, ``ChildFinished`` and ``Describe`` messages.
 
 Rules it keeps:
 
 - Persist, then apply: every execution transition and the terminal outcome
-  are written to the store first; only then does the machine move, and only
-  then does anyone (``Describe``, the supervisor, the callback) see it.
+  are written to the store first (the execution status is the persisted
+  record); only then does the lifecycle move, and only then does anyone
+  (``Describe``, the supervisor, the callback) see it.
 - The mailbox never blocks on the child: the child is a task on the event
   loop and reports by ``tell``. Heartbeats run on a small executor, one in
   flight per attempt, so a slow heartbeat never starves completion or
@@ -38,7 +40,7 @@ import threading
 import weakref
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, assert_never
 
 import msgspec
 import pykka
@@ -61,7 +63,7 @@ from storage import (
 
 from ._child import ChildControl, ChildOutcome, ChildProgress, ChildRequest, ChildRunner
 from ._errors import BackgroundSubagentError, LeaseLost
-from ._loop import ClosableInbox, Runtime
+from ._machines import ATTEMPT, COMMITTING, FINISHED, IDLE, LOST, RUNNING, STOPPING, TERMINAL
 from ._messages import (
     Abort,
     AttemptLost,
@@ -72,14 +74,16 @@ from ._messages import (
     Describe,
     HeartbeatDone,
     NewsReady,
-    RecordView,
     Rerouted,
     Start,
     Steer,
     Tick,
+    Timer,
     resolve,
 )
+from ._record_view import RecordView
 from ._results import CancelResult, SteerReceipt
+from ._runtime import ClosableInbox, Runtime
 
 log = logging.getLogger("actors")
 
@@ -105,8 +109,101 @@ class _Decision(msgspec.Struct, frozen=True, kw_only=True):
     cancellation_reason: str | None = None
 
 
+class _Progress(msgspec.Struct, frozen=True, kw_only=True):
+    """Pending: persist this execution status (``first_beat``: the launch it leads to
+    carries the first heartbeat timer, see ``_on_start``)."""
+
+    status: ExecutionStatus
+    first_beat: bool = False
+
+
+class _ChildRunId(msgspec.Struct, frozen=True, kw_only=True):
+    """Pending: persist the child's run id."""
+
+    child_run_id: str
+
+
+class _Terminal(msgspec.Struct, frozen=True, kw_only=True):
+    """Pending: persist the decided terminal outcome (always the last operation)."""
+
+
+_Op = _Progress | _ChildRunId | _Terminal
+"""A store write the attempt still owes, applied in order by ``_pump``."""
+
+_UNRECORDABLE = _Decision(
+    status=ExecutionStatus.FAILED,
+    error="Background subagent result could not be recorded",
+    failure_category=EXECUTION_ERROR,
+)
+"""The fallback outcome when the store refuses the attempt's own terminal projection."""
+
+
+class _ChildTask:
+    """The child's asyncio task. Lives on the loop thread only: the actor reaches it by
+    ``call_soon_threadsafe`` and hears of its end by ``ChildFinished`` (sent once the
+    task really ended, so "finished" means joined)."""
+
+    __slots__ = ("aborted", "control", "interval", "loop", "request", "runner", "task", "tell")
+
+    def __init__(
+        self,
+        *,
+        runtime: Runtime,
+        request: ChildRequest,
+        runner: ChildRunner,
+        control: ChildControl,
+        tell: Callable[[object], None],
+    ) -> None:
+        self.loop = runtime.loop
+        self.interval = runtime.heartbeat_interval
+        self.request = request
+        self.runner = runner
+        self.control = control
+        self.tell = tell
+        self.task: asyncio.Task[Any] | None = None
+        self.aborted = False  # cancelled before the task existed
+
+    def create(self, beat: Callable[[], None] | None = None) -> None:
+        if beat is not None:
+            self.loop.call_later(self.interval, beat)
+        if self.aborted:
+            self.tell(ChildFinished(outcome=None, error=None, cancelled=True))
+            return
+        try:
+            work = self.runner(self.request, self.control)
+            if not inspect.isawaitable(work):
+                raise TypeError("a child runner must be an async callable")
+            self.task = asyncio.ensure_future(work, loop=self.loop)
+        except Exception as exc:  # a runner that raised before its first await
+            self.tell(ChildFinished(outcome=None, error=exc, cancelled=False))
+            return
+        self.task.add_done_callback(self.done)
+
+    def cancel(self) -> None:
+        self.aborted = True
+        if self.task is not None:
+            self.task.cancel()
+
+    def done(self, task: asyncio.Task[Any]) -> None:
+        if task.cancelled():
+            self.tell(ChildFinished(outcome=None, error=None, cancelled=True))
+            return
+        exc = task.exception()
+        if exc is not None:
+            self.tell(ChildFinished(outcome=None, error=exc, cancelled=False))
+        else:
+            self.tell(ChildFinished(outcome=task.result(), error=None, cancelled=False))
+
+
 class AttemptActor(pykka.ThreadingActor):
-    """The owner of one live attempt. Only its own thread touches its state."""
+    """The owner of one live attempt. Only its own thread touches its state.
+
+    Where the attempt is lives in one place: its :data:`~actors._machines.ATTEMPT`
+    machine (``self.model.state``: idle, running, finished, stopping, committing,
+    terminal or lost), moved only after what the move stands for happened (the
+    launch, the child's end, the decision, the persisted terminal commit, the
+    confirmed loss). The execution status is the last persisted record.
+    """
 
     def __init__(
         self,
@@ -129,35 +226,57 @@ class AttemptActor(pykka.ThreadingActor):
         self.view = view
         self.rt = runtime
         self.record = record
-        self.request = request
-        self.runner = runner
         self.supervisor = supervisor
         self.attempt_id = record.attempt_id
-        self.model, self.machine = runtime.machines.acquire(str(record.execution_status))
+        self.model, self.machine = runtime.machines.acquire(IDLE)
         self.control = ChildControl(
             attempt_id=record.attempt_id, notify=_teller(self._actor_ref), loop=runtime.loop
         )
-        self.launched = False
-        self.task: asyncio.Task[Any] | None = None  # loop thread only
-        self.abort_requested = False  # loop thread only
-        self.child_done = False
+        self.child = _ChildTask(
+            runtime=runtime,
+            request=request,
+            runner=runner,
+            control=self.control,
+            tell=_teller(self._actor_ref),
+        )
         self.child_run_id: str | None = record.child_run_id
-        self.ops: deque[tuple[str, Any]] = deque()
-        self.retry_armed = False
+        self.ops: deque[_Op] = deque()
+        self.retry_armed = False  # one retry timer at a time
+        self.renewal: concurrent.futures.Future[AttemptRecord] | None = None  # in flight
         self.decision: _Decision | None = None
         self.pending: TerminalCommit | None = None
-        self.terminal = False
-        self.lost = False
-        self.cancel_requested = False
-        self.cancel_reason: str | None = None
+        self.cancel_reason: str | None = None  # set once cancellation is requested
         self.cancellations: dict[str, str | None] = {}
         self.steering_receipts: dict[str, str] = {}
         self.context_delta: Any = None
         self.usage: dict[str, Any] = {}
-        self.heartbeat_in_flight = False
-        self.first_beat = False
-        self.fallback = False
         self.thread: threading.Thread | None = None
+
+    # -- the lifecycle -----------------------------------------------------------------------
+
+    def _to(self, dest: str) -> None:
+        """Move the attempt's machine along an edge of :data:`ATTEMPT` (checked against
+        the table, then ``set_state``: a trigger's event dispatch costs several times
+        as much, on the hot path, for the same check)."""
+        source = self.model.state
+        if not ATTEMPT.allows(source, dest):
+            raise InvalidTransition(
+                f"attempt: {source} -> {dest} is not in the table",
+                machine=ATTEMPT.name,
+                source=source,
+                dest=dest,
+            )
+        self.machine.set_state(dest, model=self.model)
+
+    @property
+    def _ended(self) -> bool:
+        """Terminal (committed) or lost: nothing more happens to this attempt here."""
+        return self.model.state in ATTEMPT.terminal
+
+    @property
+    def _child_running(self) -> bool:
+        """The child's task was launched and has not reported its end."""
+        return self.model.state in (RUNNING, STOPPING)
 
     # -- pykka hooks -------------------------------------------------------------------------
 
@@ -191,7 +310,7 @@ class AttemptActor(pykka.ThreadingActor):
                 isinstance(message, Cancel) and message.reply is not None
             ):
                 resolve(getattr(message, "reply", None), error=exc)
-            if not self.terminal and not self.lost:
+            if not self._ended:
                 self._decide(
                     _Decision(
                         status=ExecutionStatus.FAILED,
@@ -206,26 +325,27 @@ class AttemptActor(pykka.ThreadingActor):
     # -- dispatch ----------------------------------------------------------------------------
 
     def _dispatch(self, message: Any) -> None:
-        if isinstance(message, Start):
-            self._on_start()
-        elif isinstance(message, Steer):
-            self._on_steer(message)
-        elif isinstance(message, Cancel):
-            self._on_cancel(message)
-        elif isinstance(message, Abort):
-            self._abort_child()
-        elif isinstance(message, Tick):
-            self._on_tick(message.kind)
-        elif isinstance(message, HeartbeatDone):
-            self._on_heartbeat_done(message)
-        elif isinstance(message, ChildProgress):
-            self._on_progress(message)
-        elif isinstance(message, ChildFinished):
-            self._on_child_finished(message)
-        elif isinstance(message, Describe):
-            resolve(message.reply, self.record)
-        else:
-            log.warning("attempt %s: unexpected message %r", self.attempt_id, message)
+        match message:
+            case Start():
+                self._on_start()
+            case Steer():
+                self._on_steer(message)
+            case Cancel():
+                self._on_cancel(message)
+            case Abort():
+                self._abort_child()
+            case Tick():
+                self._on_tick(message.timer)
+            case HeartbeatDone():
+                self._on_heartbeat_done(message)
+            case ChildProgress():
+                self._on_progress(message)
+            case ChildFinished():
+                self._on_child_finished(message)
+            case Describe():
+                resolve(message.reply, self.record)
+            case _:
+                log.warning("attempt %s: unexpected message %r", self.attempt_id, message)
 
     def _tell_self(self, message: object) -> None:
         # A dead actor means the attempt already ended: late news from the child is moot.
@@ -235,29 +355,29 @@ class AttemptActor(pykka.ThreadingActor):
     # -- start and progress ------------------------------------------------------------------
 
     def _on_start(self) -> None:
-        self.ops.append(("exec", ExecutionStatus.STARTING))
         # The first heartbeat timer rides along with the child's launch (one wake-up of
         # the loop instead of two); when the launch does not happen now, arm it here.
-        self.first_beat = True
+        start = _Progress(status=ExecutionStatus.STARTING, first_beat=True)
+        self.ops.append(start)
         try:
             self._pump()
         finally:
-            if self.first_beat:
-                self.first_beat = False
-                self._schedule("heartbeat", self.rt.heartbeat_interval)
+            if self.model.state != RUNNING:  # not launched by this pump: no beat rode along
+                self.ops = deque(
+                    _Progress(status=ExecutionStatus.STARTING) if op is start else op
+                    for op in self.ops
+                )
+                self._schedule(Timer.HEARTBEAT, self.rt.heartbeat_interval)
 
-    def _launch_child(self) -> None:
-        if self.launched or self.decision is not None or self.lost:
+    def _launch_child(self, first_beat: bool) -> None:
+        if self.model.state != IDLE:  # launched already, decided or lost
             return
-        self.launched = True
-        beat: Callable[[], None] | None = None
-        if self.first_beat:
-            beat = self._timer("heartbeat")
+        beat = self._timer(Timer.HEARTBEAT) if first_beat else None
+        self._to(RUNNING)
         try:
-            self.rt.loop.call_soon_threadsafe(self._create_task, beat)
-            self.first_beat = False
+            self.rt.loop.call_soon_threadsafe(self.child.create, beat)
         except RuntimeError as exc:  # the loop is closed
-            self.child_done = True
+            self._to(FINISHED)
             self._decide(
                 _Decision(
                     status=ExecutionStatus.FAILED,
@@ -266,63 +386,29 @@ class AttemptActor(pykka.ThreadingActor):
                 )
             )
 
-    # The three methods below run on the loop thread; ``self.task`` is only touched there.
-
-    def _create_task(self, beat: Callable[[], None] | None = None) -> None:
-        if beat is not None:
-            self.rt.loop.call_later(self.rt.heartbeat_interval, beat)
-        if self.abort_requested:
-            self._tell_self(ChildFinished(outcome=None, error=None, cancelled=True))
-            return
-        try:
-            work = self.runner(self.request, self.control)
-            if not inspect.isawaitable(work):
-                raise TypeError("a child runner must be an async callable")
-            self.task = asyncio.ensure_future(work, loop=self.rt.loop)
-        except Exception as exc:  # a runner that raised before its first await
-            self._tell_self(ChildFinished(outcome=None, error=exc, cancelled=False))
-            return
-        self.task.add_done_callback(self._task_done)
-
-    def _cancel_task(self) -> None:
-        self.abort_requested = True
-        if self.task is not None:
-            self.task.cancel()
-
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        # Reported only once the task really ended, so "finished" means joined.
-        if task.cancelled():
-            self._tell_self(ChildFinished(outcome=None, error=None, cancelled=True))
-            return
-        exc = task.exception()
-        if exc is not None:
-            self._tell_self(ChildFinished(outcome=None, error=exc, cancelled=False))
-        else:
-            self._tell_self(ChildFinished(outcome=task.result(), error=None, cancelled=False))
-
     def _abort_task(self) -> None:
         """Cancel the child's task (from the actor thread)."""
         try:
-            self.rt.loop.call_soon_threadsafe(self._cancel_task)
+            self.rt.loop.call_soon_threadsafe(self.child.cancel)
         except RuntimeError:
             # The loop is closed: the task is gone with it.
             self._tell_self(ChildFinished(outcome=None, error=None, cancelled=True))
 
     def _on_progress(self, message: ChildProgress) -> None:
-        if self.decision is not None or self.lost:
+        if self.decision is not None or self._ended:
             return
         if message.child_run_id is not None and message.child_run_id != self.child_run_id:
             self.child_run_id = message.child_run_id
-            self.ops.append(("child_run_id", message.child_run_id))
+            self.ops.append(_ChildRunId(child_run_id=message.child_run_id))
         if message.status is not None:
-            self.ops.append(("exec", ExecutionStatus(message.status)))
+            self.ops.append(_Progress(status=ExecutionStatus(message.status)))
         self._pump()
 
     # -- steering and cancellation -----------------------------------------------------------
 
     def _on_steer(self, message: Steer) -> None:
         steering_id = message.steering_id
-        if self.terminal or self.lost:
+        if self._ended:
             # Ended: every steer is refused alike, replays included (as the supervisor
             # answers once this actor stopped).
             raise_reply(
@@ -345,7 +431,7 @@ class AttemptActor(pykka.ThreadingActor):
                 return
             resolve(message.reply, self._steer_receipt(steering_id))
             return
-        if self.terminal or self.decision is not None or self.lost:
+        if self.decision is not None:
             raise_reply(
                 message.reply,
                 BackgroundSubagentError.Terminal(
@@ -389,16 +475,15 @@ class AttemptActor(pykka.ThreadingActor):
             return
         if cid is not None:
             self.cancellations[cid] = message.reason
-        if self.terminal or self.lost:
+        if self._ended:
             resolve(message.reply, self._cancel_result(cid))
             return
-        if not self.cancel_requested and self.decision is None:
-            self.cancel_requested = True
+        if self.cancel_reason is None and self.decision is None:
             self.cancel_reason = message.reason or (
                 "supervisor shutdown" if message.shutdown else "cancelled by the parent"
             )
             self.control.request_cancel(self.cancel_reason)
-            if not self.launched or self.child_done:
+            if not self._child_running:
                 # No worker: nothing to wait for, terminalize now.
                 self._decide(self._cancel_decision())
             elif not message.shutdown:
@@ -406,8 +491,8 @@ class AttemptActor(pykka.ThreadingActor):
                 if grace <= 0:
                     self._abort_child()
                 else:
-                    self._schedule("abort", grace)
-        elif message.shutdown and self.decision is None and (not self.launched or self.child_done):
+                    self._schedule(Timer.ABORT, grace)
+        elif message.shutdown and self.decision is None and not self._child_running:
             self._decide(self._cancel_decision())
         resolve(message.reply, self._cancel_result(cid))
         self._pump()
@@ -422,8 +507,9 @@ class AttemptActor(pykka.ThreadingActor):
         )
 
     def _cancel_result(self, cancellation_id: str | None) -> CancelResult:
-        status = str(self.record.execution_status) if self.terminal else "cancellation_requested"
-        reason = self.record.cancellation_reason if self.terminal else self.cancel_reason
+        terminal = self.model.state == TERMINAL
+        status = str(self.record.execution_status) if terminal else "cancellation_requested"
+        reason = self.record.cancellation_reason if terminal else self.cancel_reason
         return CancelResult(
             status=status,
             attempt_id=self.attempt_id,
@@ -433,11 +519,10 @@ class AttemptActor(pykka.ThreadingActor):
         )
 
     def _abort_child(self) -> None:
-        if self.launched and not self.child_done:
+        if self._child_running:
             self._abort_task()
-            self._schedule("force", max(self.rt.limits.cancellation_grace, 0.0))
-        elif not self.launched and self.decision is None and not self.lost:
-            self.cancel_requested = True
+            self._schedule(Timer.FORCE, max(self.rt.limits.cancellation_grace, 0.0))
+        elif self.model.state == IDLE:
             self.cancel_reason = self.cancel_reason or "supervisor shutdown"
             self.control.request_cancel(self.cancel_reason)
             self._decide(self._cancel_decision())
@@ -446,49 +531,52 @@ class AttemptActor(pykka.ThreadingActor):
     # -- the child's end ---------------------------------------------------------------------
 
     def _on_child_finished(self, message: ChildFinished) -> None:
-        if self.child_done:
+        if not self._child_running:
+            return  # a repeated report, or the attempt was lost meanwhile
+        if self.model.state == STOPPING:
+            self._to(COMMITTING)  # the outcome was chosen already
             return
-        self.child_done = True
-        if self.decision is not None or self.lost:
-            return
+        self._to(FINISHED)
         fault_point("actor.inside_finalizer")
+        self._decide(self._outcome_decision(message))
+        self._pump()
+
+    def _outcome_decision(self, message: ChildFinished) -> _Decision:
+        """The terminal outcome of a child that ended on its own (or was cancelled)."""
         outcome = message.outcome
         if outcome is None and message.cancelled:
             # An aborted child may have handed over what it consumed (the task is done,
             # so the loop thread wrote this before the ChildFinished message was sent).
             outcome = self.control.handed_over
-        if self.cancel_requested:
+        if self.cancel_reason is not None:
             # The cancelled result still carries what the child consumed and returned.
             self._keep_consumption(outcome)
-            decision = self._cancel_decision()
-        elif message.cancelled:
+            return self._cancel_decision()
+        if message.cancelled:
             self._keep_consumption(outcome)
             self.cancel_reason = "the child task was cancelled"
-            decision = self._cancel_decision()
-        elif message.error is not None:
-            decision = _Decision(
+            return self._cancel_decision()
+        if message.error is not None:
+            return _Decision(
                 status=ExecutionStatus.FAILED,
                 error=f"Background subagent raised {type(message.error).__name__}",
                 failure_category=EXECUTION_ERROR,
             )
-        elif isinstance(outcome, ChildOutcome.Completed) and isinstance(outcome.output, str):
+        if isinstance(outcome, ChildOutcome.Completed) and isinstance(outcome.output, str):
             self._keep_consumption(outcome)
-            decision = _Decision(status=ExecutionStatus.COMPLETED, output=outcome.output)
-        elif isinstance(outcome, ChildOutcome.Failed) and isinstance(outcome.error, str):
+            return _Decision(status=ExecutionStatus.COMPLETED, output=outcome.output)
+        if isinstance(outcome, ChildOutcome.Failed) and isinstance(outcome.error, str):
             self._keep_consumption(outcome)
-            decision = _Decision(
+            return _Decision(
                 status=ExecutionStatus.FAILED,
                 error=outcome.error,
                 failure_category=EXECUTION_ERROR,
             )
-        else:
-            decision = _Decision(
-                status=ExecutionStatus.FAILED,
-                error=f"Background subagent returned an invalid outcome ({type(outcome).__name__})",
-                failure_category=EXECUTION_ERROR,
-            )
-        self._decide(decision)
-        self._pump()
+        return _Decision(
+            status=ExecutionStatus.FAILED,
+            error=f"Background subagent returned an invalid outcome ({type(outcome).__name__})",
+            failure_category=EXECUTION_ERROR,
+        )
 
     def _keep_consumption(self, outcome: ChildOutcome | None) -> None:
         """Keep the context delta, usage and child run id of a completed or failed outcome."""
@@ -502,7 +590,7 @@ class AttemptActor(pykka.ThreadingActor):
     def _decide(self, decision: _Decision, *, force: bool = False) -> None:
         """Choose the terminal outcome once; a forced decision (a raising finalizer)
         replaces one whose commit has not been built yet."""
-        if self.lost or self.terminal:
+        if self._ended:
             return
         if self.decision is not None and not (force and self.pending is None):
             return
@@ -510,14 +598,19 @@ class AttemptActor(pykka.ThreadingActor):
         # Progress not yet persisted no longer matters: the terminal commit carries the
         # child_run_id, and persists ``running`` itself when completing needs it. So a
         # store that keeps refusing progress cannot hold the outcome back.
-        self.ops = deque([("terminal", None)])
-        if self.launched and not self.child_done:
+        self.ops = deque([_Terminal()])
+        state = self.model.state
+        if state == RUNNING:
+            self._to(STOPPING)
+        elif state in (IDLE, FINISHED):
+            self._to(COMMITTING)
+        if self.model.state == STOPPING:
             self._abort_task()
 
     # -- timers and heartbeats ---------------------------------------------------------------
 
-    def _timer(self, kind: str) -> Callable[[], None]:
-        """The loop-side callback of a timer: tell this actor ``Tick(kind)`` unless the
+    def _timer(self, timer: Timer) -> Callable[[], None]:
+        """The loop-side callback of a timer: tell this actor ``Tick(timer)`` unless the
         attempt already ended (then the tick is moot and the actor may be gone).
 
         The loop's timer holds the actor only weakly: a heartbeat timer outlives its
@@ -526,43 +619,46 @@ class AttemptActor(pykka.ThreadingActor):
         thread. A collected actor had stopped (pykka's registry holds live ones).
         """
         actor = weakref.ref(self)
-        tick = Tick(kind)
+        tick = Tick(timer=timer)
 
         def fire() -> None:
             me = actor()
-            if me is None or me.terminal or me.lost:
+            if me is None or me._ended:
                 return
             with contextlib.suppress(pykka.ActorDeadError):
                 me.actor_ref.tell(tick)
 
         return fire
 
-    def _schedule(self, kind: str, delay: float) -> None:
-        self.rt.later(delay, self._timer(kind))
+    def _schedule(self, timer: Timer, delay: float) -> None:
+        self.rt.later(delay, self._timer(timer))
 
-    def _on_tick(self, kind: str) -> None:
-        if self.terminal or self.lost:
+    def _on_tick(self, timer: Timer) -> None:
+        if self._ended:
             return
-        if kind == "heartbeat":
-            self._heartbeat()
-            self._schedule("heartbeat", self.rt.heartbeat_interval)
-        elif kind == "heartbeat-retry":
-            self._heartbeat()
-        elif kind == "retry":
-            self.retry_armed = False
-            self._pump()
-        elif kind == "abort":
-            if self.decision is None:
-                self._abort_child()
-        elif kind == "force" and self.decision is None and not self.child_done:
-            # The child ignored cancellation: it is abandoned, the attempt still ends.
-            self._decide(self._cancel_decision())
-            self._pump()
+        match timer:
+            case Timer.HEARTBEAT:
+                self._heartbeat()
+                self._schedule(Timer.HEARTBEAT, self.rt.heartbeat_interval)
+            case Timer.HEARTBEAT_RETRY:
+                self._heartbeat()
+            case Timer.RETRY:
+                self.retry_armed = False
+                self._pump()
+            case Timer.ABORT:
+                if self.decision is None:
+                    self._abort_child()
+            case Timer.FORCE:
+                if self.model.state == RUNNING:
+                    # The child ignored cancellation: it is abandoned, the attempt still ends.
+                    self._decide(self._cancel_decision())
+                    self._pump()
+            case _:
+                assert_never(timer)
 
     def _heartbeat(self) -> None:
-        if self.heartbeat_in_flight:
+        if self.renewal is not None:
             return
-        self.heartbeat_in_flight = True
         rt = self.rt
         expires = rt.store.clock.now() + rt.lease_ttl  # store time decides lease expiry
         try:
@@ -575,8 +671,8 @@ class AttemptActor(pykka.ThreadingActor):
                 expires,
             )
         except RuntimeError:
-            self.heartbeat_in_flight = False  # executor shut down: shutdown is finishing
-            return
+            return  # executor shut down: shutdown is finishing
+        self.renewal = fut
 
         def done(f: concurrent.futures.Future[AttemptRecord]) -> None:
             error = f.exception()
@@ -585,8 +681,8 @@ class AttemptActor(pykka.ThreadingActor):
         fut.add_done_callback(done)
 
     def _on_heartbeat_done(self, message: HeartbeatDone) -> None:
-        self.heartbeat_in_flight = False
-        if self.terminal or self.lost:
+        self.renewal = None
+        if self._ended:
             return
         if message.record is not None:
             fresh = message.record.owner_lease
@@ -596,9 +692,9 @@ class AttemptActor(pykka.ThreadingActor):
         assert message.error is not None
         if not isinstance(message.error, RetryableStorage):
             self._confirm_owner(message.error)
-            if self.terminal:
+            if self._ended:
                 return
-        self._schedule("heartbeat-retry", self.rt.retry_interval)
+        self._schedule(Timer.HEARTBEAT_RETRY, self.rt.retry_interval)
 
     # -- persistence -------------------------------------------------------------------------
 
@@ -612,23 +708,23 @@ class AttemptActor(pykka.ThreadingActor):
             self._arm_retry()
 
     def _arm_retry(self) -> None:
-        if not self.retry_armed and not self.terminal and not self.lost:
+        if not self.retry_armed and not self._ended:
             self.retry_armed = True
-            self._schedule("retry", self.rt.retry_interval)
+            self._schedule(Timer.RETRY, self.rt.retry_interval)
 
     def _pump(self) -> None:
         """Write queued operations in order; stop at the first unconfirmed failure."""
         immediate = 2  # a confirmed-still-owner failure (lease race) retries at once, twice
-        while self.ops and not self.lost and not self.terminal:
-            kind, arg = op = self.ops.popleft()
+        while self.ops and not self._ended:
+            op = self.ops.popleft()
             try:
-                self._apply(kind, arg)
+                self._apply(op)
             except LeaseLost:
                 raise
             except Exception as exc:
-                if self._recover(kind, exc) == "done":
-                    continue
-                if not self.terminal and not self.lost:
+                if self._recover(op, exc):
+                    continue  # it applied after all
+                if not self._ended:
                     self.ops.appendleft(op)
                 if immediate > 0 and not isinstance(exc, RetryableStorage):
                     immediate -= 1
@@ -636,26 +732,33 @@ class AttemptActor(pykka.ThreadingActor):
                 self._arm_retry()
                 return
 
-    def _apply(self, kind: str, arg: Any) -> None:
-        if kind == "exec":
-            self._persist_execution(ExecutionStatus(arg))
-        elif kind == "child_run_id":
-            if self.record.child_run_id != arg:
-                self._write_execution(
-                    msgspec.structs.replace(
-                        self.record, child_run_id=arg, updated_at=self.rt.clock.now()
+    def _apply(self, op: _Op) -> None:
+        match op:
+            case _Progress():
+                self._persist_execution(op.status, first_beat=op.first_beat)
+            case _ChildRunId():
+                if self.record.child_run_id != op.child_run_id:
+                    self._write_execution(
+                        msgspec.structs.replace(
+                            self.record,
+                            child_run_id=op.child_run_id,
+                            updated_at=self.rt.clock.now(),
+                        )
                     )
-                )
-        elif kind == "terminal":
-            self._persist_terminal()
+            case _Terminal():
+                self._persist_terminal()
+            case _:
+                assert_never(op)
 
-    def _persist_execution(self, target: ExecutionStatus) -> None:
+    def _persist_execution(self, target: ExecutionStatus, *, first_beat: bool = False) -> None:
+        """Persist ``target`` (an edge of ``EXECUTION`` from the record's status, the
+        check the store applies to the same write); once it is ``starting``, launch."""
         current = str(self.record.execution_status)
         if current == target or not EXECUTION.allows(current, target):
             if current == target == ExecutionStatus.STARTING:
                 # Our own ``starting`` applied though its response was lost (the record
                 # was adopted from the store): the child still has to be launched.
-                self._launch_child()
+                self._launch_child(first_beat)
             return  # a repeated or outdated progress report: nothing to persist
         record = msgspec.structs.replace(
             self.record,
@@ -664,35 +767,9 @@ class AttemptActor(pykka.ThreadingActor):
             updated_at=self.rt.clock.now(),
         )
         self._write_execution(record)
-        # Persisted: now the machine moves, then the world sees it.
-        self._move(target)
+        # Persisted: now the child is launched.
         if target == ExecutionStatus.STARTING:
-            self._launch_child()
-
-    def _move(self, target: ExecutionStatus) -> None:
-        """Move the attempt's machine to ``target`` (already persisted) along an edge of
-        the EXECUTION table.
-
-        The edge is checked against the table (``EXECUTION.allows``, the check the
-        store applies to the same write), then set on the machine directly. The
-        machine stays the attempt's one state (each live attempt owns one, from
-        :class:`~actors._machines.MachinePool`); only the trigger is skipped.
-        Measured on the pooled machine: a trigger (``model.start()`` and friends,
-        through ``transitions``' event dispatch) costs ~8.4 us a step, the table
-        check plus ``set_state`` ~1.2 us; an attempt takes three steps, so triggers
-        would add ~21 us, 6-7 % of an attempt's whole CPU cost in memory mode.
-        """
-        source = str(self.model.state)
-        if source == target:
-            return
-        if not EXECUTION.allows(source, target):
-            raise InvalidTransition(
-                f"execution: {source} -> {target} is not in the table",
-                machine=EXECUTION.name,
-                source=source,
-                dest=str(target),
-            )
-        self.machine.set_state(str(target), model=self.model)
+            self._launch_child(first_beat)
 
     def _write_execution(self, record: AttemptRecord) -> None:
         stored = self.rt.store.update_attempt_execution(record)
@@ -718,9 +795,8 @@ class AttemptActor(pykka.ThreadingActor):
 
     def _finish_terminal(self, stored: AttemptRecord) -> None:
         self.record = stored
-        self.terminal = True
         self.ops.clear()
-        self._move(ExecutionStatus(stored.execution_status))
+        self._to(TERMINAL)
         rt = self.rt
         news = AttemptTerminal(
             attempt_id=self.attempt_id,
@@ -818,13 +894,14 @@ class AttemptActor(pykka.ThreadingActor):
         )
         return TerminalCommit(record=record, artifact=artifact, artifact_limits=artifact_limits)
 
-    def _recover(self, kind: str, exc: Exception) -> str:
-        """Classify a failed write: ``"done"`` when a fresh load shows it applied,
-        ``"retry"`` while we still own the attempt; raises ``LeaseLost`` otherwise."""
+    def _recover(self, op: _Op, exc: Exception) -> bool:
+        """Classify a failed write: true when a fresh load shows it applied, false
+        while we still own the attempt (retry it); raises ``LeaseLost`` otherwise."""
         if isinstance(exc, RetryableStorage):
-            return "retry"
+            return False
+        terminal = isinstance(op, _Terminal)
         pending = self.pending
-        if kind == "terminal" and isinstance(exc, QuotaExceeded) and pending is not None:
+        if terminal and isinstance(exc, QuotaExceeded) and pending is not None:
             artifact = pending.artifact
             if artifact is not None:
                 # The namespace has no room for the artifact: the attempt fails instead.
@@ -835,22 +912,17 @@ class AttemptActor(pykka.ThreadingActor):
                     failure_category=EXECUTION_ERROR,
                 )
                 self.pending = None
-                return "retry"
+                return False
         self._confirm_owner(exc)
-        if self.terminal:
-            return "done"
-        if kind == "terminal" and isinstance(exc, InvalidRecord) and not self.fallback:
+        if self.model.state == TERMINAL:
+            return True
+        if terminal and isinstance(exc, InvalidRecord) and self.decision is not _UNRECORDABLE:
             # Still ours, yet the store refuses this projection: it would refuse every
             # retry too. Commit minimal failed evidence instead of hanging the attempt.
             log.error("attempt %s: terminal commit refused (%s); failing it", self.attempt_id, exc)
-            self.fallback = True
-            self.decision = _Decision(
-                status=ExecutionStatus.FAILED,
-                error="Background subagent result could not be recorded",
-                failure_category=EXECUTION_ERROR,
-            )
+            self.decision = _UNRECORDABLE
             self.pending = None
-        return "retry"
+        return False
 
     def _confirm_owner(self, cause: BaseException) -> None:
         """Load the record and decide: still ours (keep going), ours and terminal
@@ -892,20 +964,20 @@ class AttemptActor(pykka.ThreadingActor):
                 lease_expires_at=lease.lease_expires_at,
             ) from cause
         # Still ours: adopt the stored projection (a concurrent heartbeat may have moved
-        # the lease) and rebuild the commit from it; the old one provably did not apply.
-        self.record = msgspec.structs.replace(stored, child_run_id=stored.child_run_id)
-        if self.model.state != str(stored.execution_status):
-            self.machine.set_state(str(stored.execution_status), model=self.model)
+        # the lease, a lost response may hide an applied write) and rebuild the commit
+        # from it; the old one provably did not apply.
+        self.record = stored
         self.pending = None
 
     def _abandon(self, reason: str) -> None:
-        if self.lost or self.terminal:
+        if self._ended:
             return
         log.warning("attempt %s: owner lease lost (%s); abandoning", self.attempt_id, reason)
-        self.lost = True
+        child_running = self._child_running
+        self._to(LOST)
         self.ops.clear()
         self.control.request_cancel("owner lease lost")
-        if self.launched and not self.child_done:
+        if child_running:
             self._abort_task()
         self.supervisor.tell(
             AttemptLost(

@@ -1,11 +1,15 @@
-"""Exactly-once delivery of terminal results to the parent.
+"""Exactly-once delivery of terminal results: the one delivery engine.
 
-A result reaches the parent through the completion callback, a ``wait`` or the
-parent's next turn (:meth:`Deliverer.take_pending`), whichever claims it
+A result reaches its consumer through the completion callback, a ``wait``, the
+parent's next turn (:meth:`Deliverer.take_pending`) or a continuation run the
+host admits for it (:meth:`Deliverer.admit_continuation`), whichever claims it
 first in the store; the store's claim is the only arbiter, so the others see
-``DeliveryClaimed`` or ``Delivered``. The child's context delta lives in
-memory (:class:`DeltaBox`) from the moment the terminal state is persisted and
-is handed out with the one delivery that acknowledges the claim.
+``DeliveryClaimed`` or ``Delivered``. Every store call about a delivery goes
+through one replay rule (:func:`replayed`): only exact replays are retried,
+which the store answers with Ok (or the same receipt) when the first try
+applied and its response was lost. The child's context delta lives in memory
+(:class:`DeltaBox`) from the moment the terminal state is persisted and is
+handed out with the one delivery that acknowledges the claim.
 """
 
 from __future__ import annotations
@@ -21,18 +25,26 @@ import msgspec
 
 from statemachines import RetentionStatus
 from storage import (
+    AcquireContinuation,
     AttemptRecord,
     Conflict,
+    ContinuationReceipt,
     Delivered,
     DeliveryClaim,
     DeliveryClaimed,
     IdSource,
+    InputPart,
     NotFound,
     Retryable,
+    RetryableStorage,
+    RunRecord,
     SessionStore,
     StoreError,
+    continuation_cause,
+    continuation_input,
     continuation_outcome,
     fault_point,
+    retained_view,
 )
 
 from ._config import SupervisorLimits
@@ -46,6 +58,47 @@ DELIVERY_RETRIES = 8
 """Tries of one claim, acknowledgement or release before its failure surfaces."""
 VERDICTS = (Delivered, DeliveryClaimed, Conflict, NotFound)
 """Store answers about the delivery itself: never retried."""
+CONTINUATION_CLAIM_SECONDS = 30.0
+"""How long a continuation admission's claim lives (the store links the run at once)."""
+CONTINUATION_REPLAYS = 3
+"""How often a continuation admission whose response was lost is replayed at once."""
+
+
+def replayed(
+    call: Callable[[], T],
+    *,
+    tries: int,
+    pause: float,
+    transient: Callable[[StoreError], bool],
+    on_replay: Callable[[], None] | None = None,
+) -> T:
+    """``call()``, replayed exactly while it fails with a ``transient`` store error.
+
+    Up to ``tries`` tries, ``pause`` seconds apart (``on_replay`` runs before each
+    replay); the last failure, any other store error and any other exception
+    propagate. ``call`` must be an exact replay of itself (the same claim, claim id,
+    release or admission), which the store answers with Ok, or with the same
+    receipt, when an earlier try applied and its response was lost.
+    """
+    for _ in range(tries - 1):
+        try:
+            return call()
+        except StoreError as exc:
+            if not transient(exc):
+                raise
+        if on_replay is not None:
+            on_replay()
+        if pause > 0:
+            time.sleep(pause)
+    return call()
+
+
+def _not_a_verdict(exc: StoreError) -> bool:
+    return not isinstance(exc, VERDICTS)
+
+
+def _retryable(exc: StoreError) -> bool:
+    return isinstance(exc, RetryableStorage)
 
 
 class DeltaBox:
@@ -69,11 +122,13 @@ class DeltaBox:
 
 
 class Deliverer:
-    """Claims, builds and acknowledges deliveries; safe to use from any thread.
+    """Claims, builds and acknowledges deliveries of one namespace; safe to use from
+    any thread.
 
     Store errors other than the claim outcomes surface as
     ``BackgroundSubagentError.Durability`` (the claim, if taken, expires at its
-    deadline and the result can be claimed again).
+    deadline and the result can be claimed again); continuation admission
+    raises the store's own errors (the host's next tick tries again).
     """
 
     def __init__(
@@ -81,17 +136,15 @@ class Deliverer:
         *,
         store: SessionStore,
         ids: IdSource,
-        limits: SupervisorLimits,
-        deltas: DeltaBox,
         namespace_id: str,
-        session_id: str,
+        limits: SupervisorLimits | None = None,
+        deltas: DeltaBox | None = None,
     ) -> None:
         self.store = store
         self.ids = ids
-        self.limits = limits
-        self.deltas = deltas
+        self.limits = limits or SupervisorLimits()
+        self.deltas = deltas or DeltaBox()
         self.namespace_id = namespace_id
-        self.session_id = session_id
         self.delivered: deque[str] = deque()
         """Attempt ids whose delivery this deliverer acknowledged, oldest first (any
         thread appends; the supervisor actor drains it when it prunes its table)."""
@@ -107,14 +160,7 @@ class Deliverer:
         :data:`DELIVERY_RETRIES` tries, at most the retry interval apart.
         """
         pause = min(self.limits.retry_interval_for(self.limits.lease_ttl), 0.05)
-        for _ in range(DELIVERY_RETRIES - 1):
-            try:
-                return call()
-            except VERDICTS:
-                raise
-            except StoreError:
-                time.sleep(pause)
-        return call()
+        return replayed(call, tries=DELIVERY_RETRIES, pause=pause, transient=_not_a_verdict)
 
     def claim(
         self, attempt_id: str, consumer: str, continuation_run_id: str | None = None
@@ -212,10 +258,10 @@ class Deliverer:
         acknowledged = self.acknowledge(attempt_id, claim_id)
         return result, acknowledged
 
-    def take_pending(self, run_id: str | None = None) -> list[BackgroundResult]:
+    def take_pending(self, session_id: str, run_id: str | None = None) -> list[BackgroundResult]:
         """Deliver every pending result of the session not claimed by someone else."""
         try:
-            pending = self.store.list_pending_attempts(self.namespace_id, self.session_id)
+            pending = self.store.list_pending_attempts(self.namespace_id, session_id)
         except StoreError as exc:
             raise BackgroundSubagentError.Durability("could not list pending results") from exc
         out: list[BackgroundResult] = []
@@ -253,6 +299,57 @@ class Deliverer:
             return False
         self.acknowledge(attempt_id, claim_id)
         return True
+
+    def admit_continuation(
+        self,
+        record: AttemptRecord,
+        make_run: Callable[[tuple[InputPart, ...], float], RunRecord],
+        now: float,
+    ) -> ContinuationReceipt:
+        """Deliver ``record``'s result into a new run of its session, in one store
+        transaction that claims the result, links the run and admits it.
+
+        What is delivered is decided here, as for every delivery: past its
+        retention deadline (at ``now``) the expiry summary, else the content (the
+        artifact's, when it has one). ``make_run(input_parts, now)`` builds the run
+        that consumes it (the host's: ids, profile, admission lease). A transient
+        error may come after the store committed the admission (the response was
+        lost): the same request again is answered with the same receipt
+        (``idempotent_replay``), so the run is launched instead of being left
+        admitted and never started. Any other store error, or a transient one
+        ``CONTINUATION_REPLAYS`` times over, propagates; nothing is admitted then
+        that a later call cannot finish.
+        """
+        visible = retained_view(record, now)
+        content = None
+        if visible.retention_status == RetentionStatus.ARTIFACT and visible.result_ref:
+            content = self.store.load_artifact(visible.result_ref.artifact_ref or "").content
+        parts = continuation_input(visible, content)
+        cause = continuation_cause(visible, parts)
+        run = make_run(parts, now)
+        request = AcquireContinuation(
+            attempt_id=record.attempt_id,
+            claim_id=f"claim_{self.ids.token_hex(8)}",
+            claim_deadline=now + CONTINUATION_CLAIM_SECONDS,
+            cause=cause,
+            run=run,
+        )
+
+        def admit() -> ContinuationReceipt:
+            receipt = self.store.acquire_continuation(request)
+            fault_point("delivery.after_continuation_admitted_before_ack")
+            return receipt
+
+        def replaying() -> None:
+            log.info("replaying the continuation admission of %s", record.attempt_id)
+
+        return replayed(
+            admit,
+            tries=CONTINUATION_REPLAYS + 1,
+            pause=0.0,
+            transient=_retryable,
+            on_replay=replaying,
+        )
 
 
 def msgspec_replace_retention_expired(record: AttemptRecord) -> AttemptRecord:

@@ -4,14 +4,17 @@ Requests that need an answer carry a ``concurrent.futures.Future`` as ``reply``:
 the receiving actor resolves it and never blocks on the sender, so no ask
 cycle can form and an asyncio caller can await it through
 ``asyncio.wrap_future`` instead of blocking its loop on a pykka future.
+Every message is a frozen, keyword-only msgspec Struct, and each actor
+dispatches on the message's type (``match``), never on a name.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import threading
-from dataclasses import dataclass
+import enum
 from typing import Any
+
+import msgspec
 
 from storage import AttemptRecord
 
@@ -34,120 +37,82 @@ def resolve(reply: Reply | None, value: Any = None, error: BaseException | None 
         pass
 
 
-class RecordView:
-    """The last persisted projection of one attempt, shared by its actor, the supervisor
-    and the callers waiting on it.
-
-    The attempt actor publishes each non-terminal record here right after the
-    store committed it (one reference assignment, atomic under the GIL), so the
-    supervisor's view stays current without a message per transition; the
-    supervisor itself publishes the terminal (or lost) record once it handles
-    the attempt's end, then :meth:`end` it. A caller waits on :meth:`waiter`
-    without a round trip through the supervisor's mailbox.
-    """
-
-    __slots__ = ("_done", "ended", "record")
-
-    def __init__(self, record: AttemptRecord) -> None:
-        self.record = record
-        self.ended: str | None = None
-        """``terminal`` or ``lost`` once the supervisor handled the attempt's end."""
-        self._done: Reply | None = None
-
-    def waiter(self) -> Reply:
-        """A future resolved with ``ended`` once the supervisor handled the end (at once
-        when it already did). Any thread; created on first use, so an attempt nobody
-        waits on costs no future."""
-        with _VIEW_LOCK:
-            done = self._done
-            if done is None:
-                done = self._done = concurrent.futures.Future()
-                if self.ended is not None:
-                    done.set_result(self.ended)
-            return done
-
-    def end(self, state: str) -> None:
-        """Record how the attempt ended and wake its waiters (the supervisor actor only)."""
-        with _VIEW_LOCK:
-            self.ended = state
-            done = self._done
-        if done is not None:
-            resolve(done, state)
-
-
-_VIEW_LOCK = threading.Lock()
-"""Orders ``RecordView.end`` against ``RecordView.waiter`` (a short critical section,
-so one lock for every view is enough)."""
-
-
 # -- to an attempt actor -------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Start:
-    pass
+class Start(msgspec.Struct, frozen=True, kw_only=True):
+    """Begin the attempt: persist ``starting``, then launch the child."""
 
 
-@dataclass(frozen=True, slots=True)
-class Steer:
+class Steer(msgspec.Struct, frozen=True, kw_only=True):
+    """Queue a steering message for the child (answered with a ``SteerReceipt``)."""
+
     message: str
     steering_id: str | None
     reply: Reply
 
 
-@dataclass(frozen=True, slots=True)
-class Cancel:
+class Cancel(msgspec.Struct, frozen=True, kw_only=True):
+    """Request cancellation (answered with a ``CancelResult``; shutdown's own has no reply)."""
+
     reason: str | None
     cancellation_id: str | None
     reply: Reply | None
     shutdown: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class Abort:
+class Abort(msgspec.Struct, frozen=True, kw_only=True):
     """Shutdown's second phase: cancel the child task now (no more grace)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Tick:
-    """Timer: heartbeat when due, retry pending store writes, enforce cancellation grace."""
+class Timer(enum.Enum):
+    """What a ``Tick`` is due for."""
 
-    kind: str
+    HEARTBEAT = "heartbeat"
+    """Renew the lease, then arm the next heartbeat."""
+    HEARTBEAT_RETRY = "heartbeat-retry"
+    """Renew the lease again after a failed renewal (no new chain)."""
+    RETRY = "retry"
+    """Retry the pending store writes."""
+    ABORT = "abort"
+    """The cancellation grace is over: cancel the child's task."""
+    FORCE = "force"
+    """The child ignored its task's cancellation: end the attempt without it."""
 
 
-@dataclass(frozen=True, slots=True)
-class HeartbeatDone:
+class Tick(msgspec.Struct, frozen=True, kw_only=True):
+    """A timer of the attempt fired (on the loop, told to the actor)."""
+
+    timer: Timer
+
+
+class HeartbeatDone(msgspec.Struct, frozen=True, kw_only=True):
+    """A lease renewal ended: the renewed record, or the error it raised."""
+
     record: AttemptRecord | None
     error: BaseException | None
 
 
-@dataclass(frozen=True, slots=True)
-class ChildFinished:
+class ChildFinished(msgspec.Struct, frozen=True, kw_only=True):
+    """The child's task ended (sent once it really ended)."""
+
     outcome: ChildOutcome | None
     error: BaseException | None
     cancelled: bool
 
 
-@dataclass(frozen=True, slots=True)
-class Describe:
+class Describe(msgspec.Struct, frozen=True, kw_only=True):
+    """Answered with the attempt's last persisted record."""
+
     reply: Reply
 
 
 # -- to the supervisor actor ---------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Call:
-    """Run the supervisor actor's operation ``name(*args, reply)`` on its thread; the
-    operation resolves ``reply`` itself (or forwards it to an attempt actor)."""
+class DelegateRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """Admit one background attempt (answered with a ``DelegateResult``)."""
 
-    name: str
-    args: tuple[Any, ...]
-    reply: Reply
-
-
-@dataclass(frozen=True, slots=True)
-class DelegateRequest:
     subagent_name: str
     prompt: str
     agent_id: str | None
@@ -158,8 +123,72 @@ class DelegateRequest:
     profile: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class AttemptTerminal:
+class SteerRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """Queue a steering message for an attempt (answered with a ``SteerReceipt``)."""
+
+    attempt_id: str
+    message: str
+    steering_id: str | None = None
+
+
+class CancelRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """Request an attempt's cancellation (answered with a ``CancelResult``)."""
+
+    attempt_id: str
+    reason: str | None = None
+    cancellation_id: str | None = None
+
+
+class WatchRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """Answered with ``(entry_state, record_or_known_ids, ended_future)``; ``attempt_id``
+    ``None`` watches for the next end of any attempt."""
+
+    attempt_id: str | None
+
+
+class DescribeRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """Answered with the last persisted ``AttemptRecord`` the supervisor saw."""
+
+    attempt_id: str
+
+
+class SnapshotRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """Answered with ``[(entry_state, record, actor_ref_or_None), ...]`` of the table."""
+
+
+class BeginShutdownRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """Close admission and stop every attempt (``abort``: cancel its task now);
+    answered with a future that resolves once no attempt is active."""
+
+    abort: bool
+
+
+class UnfinishedRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """Answered with the sorted ids of the attempts still active."""
+
+
+SupervisorRequest = (
+    DelegateRequest
+    | SteerRequest
+    | CancelRequest
+    | WatchRequest
+    | DescribeRequest
+    | SnapshotRequest
+    | BeginShutdownRequest
+    | UnfinishedRequest
+)
+"""Every request the facade sends the supervisor actor."""
+
+
+class Ask(msgspec.Struct, frozen=True, kw_only=True):
+    """A request to the supervisor actor and the future it answers on. The actor
+    resolves ``reply`` itself, or hands it to the attempt actor the request is for."""
+
+    request: SupervisorRequest
+    reply: Reply
+
+
+class AttemptTerminal(msgspec.Struct, frozen=True, kw_only=True):
     """An attempt's terminal commit is persisted (sent by its actor, once)."""
 
     attempt_id: str
@@ -169,21 +198,18 @@ class AttemptTerminal:
     cancellation_receipts: dict[str, str | None]
 
 
-@dataclass(frozen=True, slots=True)
-class NewsReady:
+class NewsReady(msgspec.Struct, frozen=True, kw_only=True):
     """An attempt appended ``AttemptTerminal`` news to ``Runtime.news`` while the
     supervisor wants to hear at once: a wake-up, the news itself is in the deque."""
 
 
-@dataclass(frozen=True, slots=True)
-class AttemptUpdated:
+class AttemptUpdated(msgspec.Struct, frozen=True, kw_only=True):
     """A non-terminal change of the attempt was persisted (the supervisor's cached view)."""
 
     record: AttemptRecord
 
 
-@dataclass(frozen=True, slots=True)
-class AttemptLost:
+class AttemptLost(msgspec.Struct, frozen=True, kw_only=True):
     """Owner loss was confirmed; the attempt actor abandoned its local state."""
 
     attempt_id: str
@@ -191,8 +217,7 @@ class AttemptLost:
     cancellation_receipts: dict[str, str | None]
 
 
-@dataclass(frozen=True, slots=True)
-class Rerouted:
+class Rerouted(msgspec.Struct, frozen=True, kw_only=True):
     """A request (``Steer``, ``Cancel`` or ``Describe``) that reached an attempt actor
     after it stopped; the supervisor answers it from its table. The attempt's end
     (``AttemptTerminal`` / ``AttemptLost``) is always ahead of it in the mailbox."""

@@ -1,12 +1,14 @@
 """The supervisor actor and its thread-safe, asyncio-friendly facade.
 
 :class:`BackgroundSubagentSupervisor` is what hosts and the SDK hold. Its
-methods are coroutines with ``_sync`` twins; both talk to one pykka
-``SupervisorActor`` by message and wait on a ``concurrent.futures.Future``
-(awaited through ``asyncio.wrap_future``, never by blocking a loop on a pykka
-future). The supervisor actor owns admission, ids, the attempt table, limits,
-the completion callback and checked shutdown; one :class:`AttemptActor` per
-live attempt owns that attempt.
+methods are coroutines with ``_sync`` twins, both built from one body (see
+:mod:`actors._twins`); both talk to one pykka ``SupervisorActor`` in typed
+requests (:data:`~actors._messages.SupervisorRequest`, dispatched by type) and
+wait on a ``concurrent.futures.Future`` (awaited through
+``asyncio.wrap_future``, never by blocking a loop on a pykka future). The
+supervisor actor owns admission, ids, the attempt table, limits, the
+completion callback and checked shutdown; one :class:`AttemptActor` per live
+attempt owns that attempt.
 
 Threads (all non-daemon, named ``subagents-*`` except the supervisor actor's):
 the supervisor actor, one thread per live attempt actor (``subagents-attempt-N``,
@@ -42,12 +44,13 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, assert_never
 
 import pykka
 
 from statemachines import derive_phase, is_active_execution
 from storage import (
+    AnchoredClock,
     AttemptRecord,
     Clock,
     Conflict,
@@ -58,33 +61,39 @@ from storage import (
     SessionRecord,
     SessionStore,
     StoreError,
-    SystemClock,
 )
 
 from ._attempt import AttemptActor
+from ._buffered_random_ids import BufferedRandomIds
 from ._child import ChildRequest, ChildRunner
 from ._config import OwnerIdentity, SupervisorLimits
 from ._delivery import Deliverer, DeltaBox
 from ._errors import BackgroundSubagentError
-from ._loop import LoopThread, Runtime, ThreadCache, WorkerPool, simple_inbox
-from ._machines import BufferedRandomIds
 from ._messages import (
     Abort,
+    Ask,
     AttemptLost,
     AttemptTerminal,
     AttemptUpdated,
-    Call,
+    BeginShutdownRequest,
     Cancel,
+    CancelRequest,
     DelegateRequest,
     Describe,
+    DescribeRequest,
     NewsReady,
-    RecordView,
     Reply,
     Rerouted,
+    SnapshotRequest,
     Start,
     Steer,
+    SteerRequest,
+    SupervisorRequest,
+    UnfinishedRequest,
+    WatchRequest,
     resolve,
 )
+from ._record_view import RecordView
 from ._results import (
     AttemptSummary,
     BackgroundResult,
@@ -94,6 +103,8 @@ from ._results import (
     SteerReceipt,
     WaitResult,
 )
+from ._runtime import LoopThread, Runtime, ThreadCache, WorkerPool, simple_inbox
+from ._twins import Await, Blocking, Detached, DetachedThreads, Steps, twins
 
 log = logging.getLogger("actors")
 
@@ -198,19 +209,6 @@ class SupervisorActor(pykka.ThreadingActor):
         self.watched = 0  # watchers waiting in entries
         runtime.news_wake = on_complete is not None
 
-    OPERATIONS = frozenset(
-        {
-            "delegate",
-            "steer",
-            "cancel",
-            "watch",
-            "describe",
-            "snapshot",
-            "begin_shutdown",
-            "unfinished",
-        }
-    )
-
     def _count_pending(self) -> int:
         try:
             return len(
@@ -236,11 +234,9 @@ class SupervisorActor(pykka.ThreadingActor):
         if self.rt.news:
             # Ends the attempts appended without waking us: every request sees them.
             self._drain_news()
-        if isinstance(message, Call):
+        if isinstance(message, Ask):
             try:
-                if message.name not in self.OPERATIONS:
-                    raise AttributeError(message.name)
-                getattr(self, message.name)(*message.args, message.reply)
+                self._handle(message.request, message.reply)
             except BaseException as exc:  # answered to the caller, never raised into pykka
                 resolve(message.reply, error=exc)
         elif isinstance(message, AttemptTerminal):
@@ -257,41 +253,99 @@ class SupervisorActor(pykka.ThreadingActor):
                 entry.record = message.record
         return None
 
+    def _handle(self, request: SupervisorRequest, reply: Reply) -> None:
+        """Run one facade request on this actor's thread; the handler resolves ``reply``
+        (or hands it to the attempt's actor). What it raises is answered to the caller."""
+        match request:
+            case DelegateRequest():
+                self._delegate(request, reply)
+            case SteerRequest():
+                self._steer(request, reply)
+            case CancelRequest():
+                self._cancel(request, reply)
+            case WatchRequest():
+                self._watch(request.attempt_id, reply)
+            case DescribeRequest():
+                resolve(reply, self._entry(request.attempt_id).record)
+            case SnapshotRequest():
+                resolve(reply, [(e.state, e.record, e.ref) for e in self.entries.values()])
+            case BeginShutdownRequest():
+                self._begin_shutdown(request.abort, reply)
+            case UnfinishedRequest():
+                resolve(reply, sorted(self.active))
+            case _:
+                assert_never(request)
+
     # -- admission ---------------------------------------------------------------------------
 
-    def delegate(self, req: DelegateRequest, reply: Reply) -> None:
-        subagent_name, prompt, agent_id = req.subagent_name, req.prompt, req.agent_id
-        linked_task_id, parent_run_id = req.linked_task_id, req.parent_run_id
-        runner = req.runner
+    def _delegate(self, req: DelegateRequest, reply: Reply) -> None:
+        """Admit, accept in the store, start the attempt's actor, then answer."""
+        runner = self._admit(req)
         rt = self.rt
-        limits = rt.limits
+        agent_id = req.agent_id or f"{req.subagent_name}-bg-{rt.ids.token_hex(4)}"
+        stored = self._accept(req, agent_id)
+        attempt_id = stored.attempt_id
+        request = ChildRequest(
+            subagent_name=req.subagent_name,
+            prompt=req.prompt,
+            agent_id=agent_id,
+            attempt_id=attempt_id,
+            linked_task_id=req.linked_task_id,
+            parent_run_id=req.parent_run_id,
+            continued=req.agent_id is not None,
+            metadata=dict(req.metadata),
+        )
+        view = RecordView(stored)
+        ref = AttemptActor.start(
+            runtime=rt,
+            record=stored,
+            request=request,
+            runner=runner,
+            supervisor=self.actor_ref,
+            view=view,
+        )
+        self._know_agent(agent_id, req.subagent_name)
+        self.active_by_agent[agent_id] = attempt_id
+        rt.views[attempt_id] = view
+        self.entries[attempt_id] = self.active[attempt_id] = _Entry(
+            attempt_id=attempt_id,
+            agent_id=agent_id,
+            subagent_name=req.subagent_name,
+            linked_task_id=req.linked_task_id,
+            view=view,
+            ref=ref,
+            state="active",
+        )
+        ref.tell(Start())
+        resolve(
+            reply,
+            DelegateResult(
+                status="continued" if req.agent_id is not None else "accepted",
+                subagent_name=req.subagent_name,
+                attempt_id=attempt_id,
+                agent_id=agent_id,
+                linked_task_id=req.linked_task_id,
+            ),
+        )
+
+    def _admit(self, req: DelegateRequest) -> ChildRunner:
+        """The runner of an admissible request; raises what refuses it (``Closing``,
+        ``NotFound``, ``PromptTooLarge``, ``ActiveConversation``, ``QuotaExceeded``)."""
+        limits = self.rt.limits
         if self.closing:
             raise BackgroundSubagentError.Closing("the supervisor is shutting down")
-        runner = runner or self.default_runner
+        runner = req.runner or self.default_runner
         if runner is None:
             raise BackgroundSubagentError.NotFound(
-                "no child runner for this subagent", subagent_name=subagent_name
+                "no child runner for this subagent", subagent_name=req.subagent_name
             )
-        size = len(prompt.encode("utf-8"))
+        size = len(req.prompt.encode("utf-8"))
         if size > limits.max_prompt_bytes:
             raise BackgroundSubagentError.PromptTooLarge(
                 "the prompt is too large", size_bytes=size, limit=limits.max_prompt_bytes
             )
-        continued = agent_id is not None
-        if agent_id is not None:
-            bound = self.agents.get(agent_id) or self._lookup_agent(agent_id)
-            if bound is None or bound != subagent_name:
-                raise BackgroundSubagentError.NotFound(
-                    "unknown agent_id for this subagent",
-                    agent_id=agent_id,
-                    subagent_name=subagent_name,
-                )
-            if agent_id in self.active_by_agent:
-                raise BackgroundSubagentError.ActiveConversation(
-                    "the agent already has an active attempt",
-                    agent_id=agent_id,
-                    attempt_id=self.active_by_agent[agent_id],
-                )
+        if req.agent_id is not None:
+            self._admit_continued(req.agent_id, req.subagent_name)
         active = len(self.active_by_agent)
         if active >= limits.max_active_attempts:
             raise BackgroundSubagentError.QuotaExceeded(
@@ -309,18 +363,37 @@ class SupervisorActor(pykka.ThreadingActor):
                 undelivered=pending,
                 limit=limits.max_undelivered_results,
             )
-        if agent_id is None:
-            agent_id = f"{subagent_name}-bg-{rt.ids.token_hex(4)}"
+        return runner
+
+    def _admit_continued(self, agent_id: str, subagent_name: str) -> None:
+        """A continued agent must be known, bound to this subagent and idle."""
+        bound = self.agents.get(agent_id) or self._lookup_agent(agent_id)
+        if bound is None or bound != subagent_name:
+            raise BackgroundSubagentError.NotFound(
+                "unknown agent_id for this subagent",
+                agent_id=agent_id,
+                subagent_name=subagent_name,
+            )
+        if agent_id in self.active_by_agent:
+            raise BackgroundSubagentError.ActiveConversation(
+                "the agent already has an active attempt",
+                agent_id=agent_id,
+                attempt_id=self.active_by_agent[agent_id],
+            )
+
+    def _accept(self, req: DelegateRequest, agent_id: str) -> AttemptRecord:
+        """The attempt's record, accepted by the store under this owner's lease."""
+        rt = self.rt
         attempt_id = f"subattempt_{rt.ids.uuid4()}"
         now = rt.store.clock.now()  # the lease runs on store time, not this host's clock
         record = AttemptRecord(
             attempt_id=attempt_id,
             agent_id=agent_id,
-            subagent_name=subagent_name,
+            subagent_name=req.subagent_name,
             namespace_id=rt.namespace_id,
             parent_session_id=rt.session_id,
-            parent_run_id=parent_run_id,
-            linked_task_id=linked_task_id,
+            parent_run_id=req.parent_run_id,
+            linked_task_id=req.linked_task_id,
             owner_lease=OwnerLease(
                 host_instance_id=rt.owner.host_instance_id,
                 fencing_generation=rt.owner.fencing_generation,
@@ -332,7 +405,7 @@ class SupervisorActor(pykka.ThreadingActor):
             profile=req.profile or "",
         )
         try:
-            stored = rt.store.accept_attempt(record)
+            return rt.store.accept_attempt(record)
         except Conflict as exc:
             if "holder" in exc.fields:
                 # Another non-terminal attempt of this agent exists in the store (one this
@@ -353,48 +426,6 @@ class SupervisorActor(pykka.ThreadingActor):
             raise BackgroundSubagentError.Durability(
                 "the store did not accept the attempt", attempt_id=attempt_id, agent_id=agent_id
             ) from exc
-        request = ChildRequest(
-            subagent_name=subagent_name,
-            prompt=prompt,
-            agent_id=agent_id,
-            attempt_id=attempt_id,
-            linked_task_id=linked_task_id,
-            parent_run_id=parent_run_id,
-            continued=continued,
-            metadata=dict(req.metadata),
-        )
-        view = RecordView(stored)
-        ref = AttemptActor.start(
-            runtime=rt,
-            record=stored,
-            request=request,
-            runner=runner,
-            supervisor=self.actor_ref,
-            view=view,
-        )
-        self._know_agent(agent_id, subagent_name)
-        self.active_by_agent[agent_id] = attempt_id
-        rt.views[attempt_id] = view
-        self.entries[attempt_id] = self.active[attempt_id] = _Entry(
-            attempt_id=attempt_id,
-            agent_id=agent_id,
-            subagent_name=subagent_name,
-            linked_task_id=linked_task_id,
-            view=view,
-            ref=ref,
-            state="active",
-        )
-        ref.tell(Start())
-        resolve(
-            reply,
-            DelegateResult(
-                status="continued" if continued else "accepted",
-                subagent_name=subagent_name,
-                attempt_id=attempt_id,
-                agent_id=agent_id,
-                linked_task_id=linked_task_id,
-            ),
-        )
 
     # -- requests for one attempt ------------------------------------------------------------
 
@@ -421,34 +452,40 @@ class SupervisorActor(pykka.ThreadingActor):
         message = rerouted.message
         try:
             if isinstance(message, Steer):
-                self.steer(rerouted.attempt_id, message.message, message.steering_id, message.reply)
+                request = SteerRequest(
+                    attempt_id=rerouted.attempt_id,
+                    message=message.message,
+                    steering_id=message.steering_id,
+                )
+                self._steer(request, message.reply)
             elif isinstance(message, Cancel):
                 if message.reply is not None:  # shutdown's own cancel needs no answer
-                    self.cancel(
-                        rerouted.attempt_id,
-                        message.reason,
-                        message.cancellation_id,
-                        message.reply,
+                    cancel = CancelRequest(
+                        attempt_id=rerouted.attempt_id,
+                        reason=message.reason,
+                        cancellation_id=message.cancellation_id,
                     )
+                    self._cancel(cancel, message.reply)
             elif isinstance(message, Describe):
-                self.describe(rerouted.attempt_id, message.reply)
+                resolve(message.reply, self._entry(rerouted.attempt_id).record)
         except BaseException as exc:  # answered to the caller, never raised into pykka
             resolve(getattr(message, "reply", None), error=exc)
 
-    def steer(self, attempt_id: str, message: str, steering_id: str | None, reply: Reply) -> None:
-        entry = self._entry(attempt_id)
+    def _steer(self, request: SteerRequest, reply: Reply) -> None:
+        entry = self._entry(request.attempt_id)
         if entry.state == "active" and entry.ref is not None:
-            self._forward(entry, Steer(message=message, steering_id=steering_id, reply=reply))
+            steer = Steer(message=request.message, steering_id=request.steering_id, reply=reply)
+            self._forward(entry, steer)
             return
         raise BackgroundSubagentError.Terminal(
             "the attempt already ended",
-            attempt_id=attempt_id,
+            attempt_id=request.attempt_id,
             execution_status=str(entry.record.execution_status),
         )
 
-    def cancel(
-        self, attempt_id: str, reason: str | None, cancellation_id: str | None, reply: Reply
-    ) -> None:
+    def _cancel(self, request: CancelRequest, reply: Reply) -> None:
+        attempt_id, reason = request.attempt_id, request.reason
+        cancellation_id = request.cancellation_id
         entry = self._entry(attempt_id)
         if entry.state == "active" and entry.ref is not None:
             self._forward(
@@ -480,7 +517,7 @@ class SupervisorActor(pykka.ThreadingActor):
             ),
         )
 
-    def watch(self, attempt_id: str | None, reply: Reply) -> None:
+    def _watch(self, attempt_id: str | None, reply: Reply) -> None:
         """Answer ``(entry_state, record, future)``; the future resolves with the
         entry state once the attempt is terminal (persisted) or lost, and at once
         (``not_found``) for an attempt this supervisor does not know."""
@@ -508,17 +545,6 @@ class SupervisorActor(pykka.ThreadingActor):
         else:
             resolve(done, entry.state)
         resolve(reply, (entry.state, entry.record, done))
-
-    def describe(self, attempt_id: str, reply: Reply) -> None:
-        """The last persisted projection this supervisor saw (never asks the attempt:
-        its mailbox may be busy in a slow store call)."""
-        resolve(reply, self._entry(attempt_id).record)
-
-    def snapshot(self, reply: Reply) -> None:
-        resolve(
-            reply,
-            [(e.state, e.record, e.ref) for e in self.entries.values()],
-        )
 
     # -- terminal news -----------------------------------------------------------------------
 
@@ -705,7 +731,7 @@ class SupervisorActor(pykka.ThreadingActor):
 
     # -- shutdown ----------------------------------------------------------------------------
 
-    def begin_shutdown(self, abort: bool, reply: Reply) -> None:
+    def _begin_shutdown(self, abort: bool, reply: Reply) -> None:
         """Close admission, ask every live attempt to stop (``abort``: now), and
         answer a future that resolves once no attempt is active."""
         self.closing = True
@@ -738,9 +764,6 @@ class SupervisorActor(pykka.ThreadingActor):
             resolve(watcher, None)
         self.settle_watchers.clear()
 
-    def unfinished(self, reply: Reply) -> None:
-        resolve(reply, sorted(self.active))
-
 
 class BackgroundSubagentSupervisor:
     """Runs background subagent attempts; safe to use from any thread and from asyncio.
@@ -761,9 +784,10 @@ class BackgroundSubagentSupervisor:
     :meth:`take_pending`. It must not block on this supervisor's own ``_sync``
     calls for long (they work, but they hold the delivery thread).
 
-    Every coroutine method has a ``_sync`` twin. Do not call a ``_sync`` method
-    on the supervisor's own event loop thread (it would block the loop the
-    children run on); call the coroutine there.
+    Every coroutine method has a ``_sync`` twin, made from the same body, so the
+    two behave alike. Do not call a ``_sync`` method on the supervisor's own
+    event loop thread (it would block the loop the children run on); call the
+    coroutine there.
 
     Real time (thread joins, wait and shutdown deadlines) uses
     ``time.monotonic``; record time and leases use ``clock`` (the store's clock
@@ -788,7 +812,8 @@ class BackgroundSubagentSupervisor:
         self.limits = limits or SupervisorLimits()
         self.ids: IdSource = ids or BufferedRandomIds()
         if store is None:
-            self.clock: Clock = clock or SystemClock()
+            # Store time anchored at start, so a wall-clock step never expires a live lease.
+            self.clock: Clock = clock or AnchoredClock()
             self.store: SessionStore = MemorySessionStore(
                 clock=self.clock, retention_seconds=self.limits.retention
             )
@@ -813,7 +838,6 @@ class BackgroundSubagentSupervisor:
             limits=self.limits,
             deltas=self.deltas,
             namespace_id=namespace_id,
-            session_id=session_id,
         )
         self._lock = threading.Lock()
         self._shutdown_lock = threading.Lock()
@@ -825,7 +849,7 @@ class BackgroundSubagentSupervisor:
         self._actor_threads: ThreadCache | None = None
         self._runtime: Runtime | None = None
         self._ref: pykka.ActorRef[Any] | None = None
-        self._shutdown_threads: list[threading.Thread] = []
+        self._detached = DetachedThreads()
         self._drained = False
 
     def __repr__(self) -> str:
@@ -906,42 +930,22 @@ class BackgroundSubagentSupervisor:
                 "could not create the parent session", session_id=self.session_id
             ) from exc
 
-    def _call(self, name: str, *args: Any) -> Reply:
+    def _ask(self, request: SupervisorRequest) -> Reply:
+        """Send ``request`` to the supervisor actor; the future it will answer on."""
         ref = self._ensure_started()
         reply: Reply = concurrent.futures.Future()
         try:
-            ref.tell(Call(name=name, args=args, reply=reply))
+            ref.tell(Ask(request=request, reply=reply))
         except pykka.ActorDeadError as exc:
             raise BackgroundSubagentError.Closing("the supervisor is shut down") from exc
         return reply
 
+    # Every public operation below is one body (a generator of steps, see
+    # ``actors._twins``); ``twins`` makes its ``_sync`` and coroutine methods.
+
     # -- delegate ----------------------------------------------------------------------------
 
-    def _delegate_reply(
-        self,
-        subagent_name: str,
-        prompt: str,
-        *,
-        agent_id: str | None,
-        linked_task_id: str | None,
-        runner: ChildRunner | None,
-        parent_run_id: str | None,
-        metadata: Mapping[str, Any] | None,
-        profile: str | None,
-    ) -> Reply:
-        request = DelegateRequest(
-            subagent_name=subagent_name,
-            prompt=prompt,
-            agent_id=agent_id,
-            linked_task_id=linked_task_id,
-            runner=runner,
-            parent_run_id=parent_run_id or self.parent_run_id,
-            metadata=dict(metadata or {}),
-            profile=profile,
-        )
-        return self._call("delegate", request)
-
-    def delegate_sync(
+    def _delegate(
         self,
         subagent_name: str,
         prompt: str,
@@ -952,7 +956,7 @@ class BackgroundSubagentSupervisor:
         parent_run_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         profile: str | None = None,
-    ) -> DelegateResult:
+    ) -> Steps[DelegateResult]:
         """Accept a background attempt and return at once (it runs on the loop).
 
         ``agent_id`` continues a known background agent (``status ==
@@ -963,48 +967,32 @@ class BackgroundSubagentSupervisor:
         attempt record (``AttemptRecord.profile``, ``""`` when not given), so a
         continuation run of its result runs with it.
         """
-        reply = self._delegate_reply(
-            subagent_name,
-            prompt,
+        request = DelegateRequest(
+            subagent_name=subagent_name,
+            prompt=prompt,
             agent_id=agent_id,
             linked_task_id=linked_task_id,
             runner=runner,
-            parent_run_id=parent_run_id,
-            metadata=metadata,
+            parent_run_id=parent_run_id or self.parent_run_id,
+            metadata=dict(metadata or {}),
             profile=profile,
         )
-        result: DelegateResult = reply.result()
+        result: DelegateResult = yield Await(self._ask(request))
         return result
 
-    async def delegate(
-        self,
-        subagent_name: str,
-        prompt: str,
-        agent_id: str | None = None,
-        linked_task_id: str | None = None,
-        *,
-        runner: ChildRunner | None = None,
-        parent_run_id: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        profile: str | None = None,
-    ) -> DelegateResult:
-        """Coroutine twin of :meth:`delegate_sync`."""
-        reply = self._delegate_reply(
-            subagent_name,
-            prompt,
-            agent_id=agent_id,
-            linked_task_id=linked_task_id,
-            runner=runner,
-            parent_run_id=parent_run_id,
-            metadata=metadata,
-            profile=profile,
-        )
-        result: DelegateResult = await asyncio.wrap_future(reply)
-        return result
+    delegate_sync, delegate = twins(_delegate)
 
     # -- steer / cancel ----------------------------------------------------------------------
 
-    def _steer_reply(self, attempt_id: str, message: str, steering_id: str | None) -> Reply:
+    def _steer(
+        self, attempt_id: str, message: str, steering_id: str | None = None
+    ) -> Steps[SteerReceipt]:
+        """Queue ``message`` for the child's next turn boundary.
+
+        The same ``steering_id`` and message return the same receipt and queue
+        once; the same id with another message is ``IdempotencyConflict``.
+        ``SteeringTooLarge``, ``SteeringQueueFull``, ``Terminal``, ``NotFound``.
+        """
         size = len(message.encode("utf-8"))
         if size > self.limits.max_steering_bytes:
             raise BackgroundSubagentError.SteeringTooLarge(
@@ -1013,31 +1001,23 @@ class BackgroundSubagentSupervisor:
                 size_bytes=size,
                 limit=self.limits.max_steering_bytes,
             )
-        return self._call("steer", attempt_id, message, steering_id)
+        request = SteerRequest(attempt_id=attempt_id, message=message, steering_id=steering_id)
+        receipt: SteerReceipt = yield Await(self._ask(request))
+        return receipt
 
-    def steer_sync(
-        self, attempt_id: str, message: str, steering_id: str | None = None
-    ) -> SteerReceipt:
-        """Queue ``message`` for the child's next turn boundary.
+    steer_sync, steer = twins(_steer)
 
-        The same ``steering_id`` and message return the same receipt and queue
-        once; the same id with another message is ``IdempotencyConflict``.
-        ``SteeringTooLarge``, ``SteeringQueueFull``, ``Terminal``, ``NotFound``.
+    def _cancel(
+        self, attempt_id: str, reason: str | None = None, cancellation_id: str | None = None
+    ) -> Steps[CancelResult]:
+        """Request cancellation: ``cancellation_requested``, or the terminal status.
+
+        The child is asked to stop cooperatively and its task is cancelled after
+        ``cancellation_grace``. The first reason is kept; the same
+        ``cancellation_id`` with another reason is ``IdempotencyConflict``. A
+        child that finished before the request was processed keeps its outcome
+        (the race is visible: ``wait`` reports ``completed``).
         """
-        result: SteerReceipt = self._steer_reply(attempt_id, message, steering_id).result()
-        return result
-
-    async def steer(
-        self, attempt_id: str, message: str, steering_id: str | None = None
-    ) -> SteerReceipt:
-        """Coroutine twin of :meth:`steer_sync`."""
-        reply = self._steer_reply(attempt_id, message, steering_id)
-        result: SteerReceipt = await asyncio.wrap_future(reply)
-        return result
-
-    def _cancel_reply(
-        self, attempt_id: str, reason: str | None, cancellation_id: str | None
-    ) -> Reply:
         if reason is not None:
             size = len(reason.encode("utf-8"))
             if size > self.limits.max_cancellation_reason_bytes:
@@ -1047,35 +1027,19 @@ class BackgroundSubagentSupervisor:
                     size_bytes=size,
                     limit=self.limits.max_cancellation_reason_bytes,
                 )
-        return self._call("cancel", attempt_id, reason, cancellation_id)
-
-    def cancel_sync(
-        self, attempt_id: str, reason: str | None = None, cancellation_id: str | None = None
-    ) -> CancelResult:
-        """Request cancellation: ``cancellation_requested``, or the terminal status.
-
-        The child is asked to stop cooperatively and its task is cancelled after
-        ``cancellation_grace``. The first reason is kept; the same
-        ``cancellation_id`` with another reason is ``IdempotencyConflict``. A
-        child that finished before the request was processed keeps its outcome
-        (the race is visible: ``wait`` reports ``completed``).
-        """
-        result: CancelResult = self._cancel_reply(attempt_id, reason, cancellation_id).result()
+        request = CancelRequest(
+            attempt_id=attempt_id, reason=reason, cancellation_id=cancellation_id
+        )
+        result: CancelResult = yield Await(self._ask(request))
         return result
 
-    async def cancel(
-        self, attempt_id: str, reason: str | None = None, cancellation_id: str | None = None
-    ) -> CancelResult:
-        """Coroutine twin of :meth:`cancel_sync`."""
-        reply = self._cancel_reply(attempt_id, reason, cancellation_id)
-        result: CancelResult = await asyncio.wrap_future(reply)
-        return result
+    cancel_sync, cancel = twins(_cancel)
 
     # -- wait --------------------------------------------------------------------------------
 
-    def wait_sync(
+    def _wait(
         self, attempt_id: str | None = None, timeout_seconds: float | None = 30.0
-    ) -> WaitResult:
+    ) -> Steps[WaitResult]:
         """One bounded wait (clamped to [0, 300] s, one absolute deadline).
 
         With an attempt: ``not_found``, still running (``timed_out``), the
@@ -1086,6 +1050,8 @@ class BackgroundSubagentSupervisor:
         """
         deadline = time.monotonic() + clamp_wait(timeout_seconds)
         view = self._view(attempt_id)
+        payload: Any = None
+        outcome: str | None
         if view is not None and view.ended is not None:
             state = outcome = view.ended
         else:
@@ -1094,40 +1060,17 @@ class BackgroundSubagentSupervisor:
                 done = view.waiter()
                 state = "active"
             else:
-                state, payload, done = self._call("watch", attempt_id).result()
+                state, payload, done = yield Await(self._ask(WatchRequest(attempt_id=attempt_id)))
             try:
-                outcome = done.result(timeout=max(0.0, deadline - time.monotonic()))
-            except concurrent.futures.TimeoutError:
+                outcome = yield Await(done, timeout=max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
                 outcome = None
         # A timed-out wait reports the latest persisted projection.
         payload = view.record if view is not None else None if state != "not_found" else payload
-        return self._finish_wait(attempt_id, state, payload, outcome)
+        result: WaitResult = yield Blocking(self._finish_wait, attempt_id, state, payload, outcome)
+        return result
 
-    async def wait(
-        self, attempt_id: str | None = None, timeout_seconds: float | None = 30.0
-    ) -> WaitResult:
-        """Coroutine twin of :meth:`wait_sync`."""
-        deadline = time.monotonic() + clamp_wait(timeout_seconds)
-        view = self._view(attempt_id)
-        if view is not None:
-            done = view.waiter()
-            state = "active"
-        else:
-            state, payload, done = await asyncio.wrap_future(self._call("watch", attempt_id))
-        if done.done():
-            # Already ended: a wrapped future resolves only on the loop's next pass, which
-            # ``wait_for`` with a zero timeout would not give it.
-            outcome = done.result()
-        else:
-            try:
-                outcome = await asyncio.wait_for(
-                    asyncio.shield(asyncio.wrap_future(done)),
-                    max(0.0, deadline - time.monotonic()),
-                )
-            except TimeoutError:
-                outcome = None
-        payload = view.record if view is not None else None if state != "not_found" else payload
-        return await asyncio.to_thread(self._finish_wait, attempt_id, state, payload, outcome)
+    wait_sync, wait = twins(_wait)
 
     def _view(self, attempt_id: str | None) -> RecordView | None:
         """The shared view of an attempt this supervisor knows, else ``None`` (then the
@@ -1160,7 +1103,7 @@ class BackgroundSubagentSupervisor:
             record: AttemptRecord = (
                 payload
                 if isinstance(payload, AttemptRecord)
-                else self._call("describe", attempt_id).result()
+                else self._ask(DescribeRequest(attempt_id=attempt_id)).result()
             )
             return WaitResult(
                 status=str(record.execution_status),
@@ -1222,35 +1165,38 @@ class BackgroundSubagentSupervisor:
 
     # -- info and pending --------------------------------------------------------------------
 
-    def info_sync(self) -> InfoResult:
+    def _info(self) -> Steps[InfoResult]:
         """``{active: [...], retained: [...]}``: live attempts and undelivered results."""
-        entries = self._call("snapshot").result()
+        entries = yield Await(self._ask(SnapshotRequest()))
         active = [_summary(record) for state, record, _ in entries if state == "active"]
+        retained: list[AttemptSummary] = yield Blocking(self._retained)
+        return InfoResult(active=active, retained=retained)
+
+    info_sync, info = twins(_info)
+
+    def _retained(self) -> list[AttemptSummary]:
         try:
             pending = self.store.list_pending_attempts(self.namespace_id, self.session_id)
         except StoreError as exc:
             raise BackgroundSubagentError.Durability("could not list pending results") from exc
-        return InfoResult(active=active, retained=[_summary(r) for r in pending])
+        return [_summary(r) for r in pending]
 
-    async def info(self) -> InfoResult:
-        """Coroutine twin of :meth:`info_sync`."""
-        return await asyncio.to_thread(self.info_sync)
-
-    def take_pending_sync(self, run_id: str | None = None) -> list[BackgroundResult]:
+    def _take_pending(self, run_id: str | None = None) -> Steps[list[BackgroundResult]]:
         """The parent's next turn: deliver every pending result nobody else claimed.
 
         Each result comes once, with its context delta (when this process has
         it). Works after shutdown too (it only needs the store).
         """
-        return self.deliverer.take_pending(run_id)
+        results: list[BackgroundResult] = yield Blocking(
+            self.deliverer.take_pending, self.session_id, run_id
+        )
+        return results
 
-    async def take_pending(self, run_id: str | None = None) -> list[BackgroundResult]:
-        """Coroutine twin of :meth:`take_pending_sync`."""
-        return await asyncio.to_thread(self.deliverer.take_pending, run_id)
+    take_pending_sync, take_pending = twins(_take_pending)
 
     # -- shutdown ----------------------------------------------------------------------------
 
-    def shutdown_checked_sync(self, timeout: float | None = None) -> None:
+    def _shutdown_checked(self, timeout: float | None = None) -> Steps[None]:
         """Stop admission, finish or cancel every attempt, drain, stop every thread.
 
         Within one absolute deadline (default ``shutdown_grace``): ask children
@@ -1262,8 +1208,17 @@ class BackgroundSubagentSupervisor:
         ``unfinished``) and keeps every unfinished attempt owned and running:
         keep the supervisor alive and call it again. Concurrent calls
         serialize; after a completed shutdown it returns at once. Admission
-        stays closed (``Closing``) from the first call on.
+        stays closed (``Closing``) from the first call on. The coroutine runs
+        it on a thread of its own, so cancelling the coroutine loses nothing:
+        the shutdown goes on and a later call serializes behind it.
         """
+        yield Detached(
+            lambda: self._shutdown_now(timeout), name="subagents-shutdown", owner=self._detached
+        )
+
+    shutdown_checked_sync, shutdown_checked = twins(_shutdown_checked)
+
+    def _shutdown_now(self, timeout: float | None) -> None:
         budget = self.limits.shutdown_grace if timeout is None else max(0.0, float(timeout))
         start = time.monotonic()
         deadline = start + budget
@@ -1275,37 +1230,6 @@ class BackgroundSubagentSupervisor:
             self._shutdown_locked(start, deadline, budget)
         finally:
             self._shutdown_lock.release()
-
-    async def shutdown_checked(self, timeout: float | None = None) -> None:
-        """Coroutine twin of :meth:`shutdown_checked_sync`.
-
-        It runs on its own thread, so cancelling this coroutine loses nothing:
-        the shutdown goes on and a later call serializes behind it.
-        """
-        done: Reply = concurrent.futures.Future()
-        with self._lock:
-            earlier = list(self._shutdown_threads)
-
-        def main() -> None:
-            try:
-                self.shutdown_checked_sync(timeout)
-            except BaseException as exc:
-                error: BaseException | None = exc
-            else:
-                error = None
-            # Calls whose awaiting coroutine was cancelled end right after this one
-            # released the lock; join them so no shutdown thread outlives this call.
-            for thread in earlier:
-                thread.join(1.0)
-            resolve(done, None, error)
-
-        thread = threading.Thread(target=main, name="subagents-shutdown", daemon=False)
-        with self._lock:
-            self._shutdown_threads = [t for t in self._shutdown_threads if t.is_alive()]
-            self._shutdown_threads.append(thread)
-        thread.start()
-        await asyncio.shield(asyncio.wrap_future(done))
-        thread.join(1.0)  # it resolved ``done`` as its last step
 
     def _shutdown_locked(self, start: float, deadline: float, budget: float) -> None:
         with self._lock:
@@ -1321,7 +1245,9 @@ class BackgroundSubagentSupervisor:
 
         def unfinished() -> list[str]:
             try:
-                ids: list[str] = self._call("unfinished").result(timeout=max(remaining(), 0.5))
+                ids: list[str] = self._ask(UnfinishedRequest()).result(
+                    timeout=max(remaining(), 0.5)
+                )
             except (concurrent.futures.TimeoutError, BackgroundSubagentError):
                 return []
             return ids
@@ -1329,12 +1255,12 @@ class BackgroundSubagentSupervisor:
         if not self._drained:
             # Settle, drain callbacks and the store once; a retry after a deadline in
             # the thread-stopping phase goes straight to it.
-            settled: Reply = self._ask_within("begin_shutdown", remaining(), False)
+            settled: Reply = self._ask_within(BeginShutdownRequest(abort=False), remaining())
             cooperative = start + 0.8 * budget
             try:
                 settled.result(timeout=max(0.0, cooperative - time.monotonic()))
             except concurrent.futures.TimeoutError:
-                settled = self._ask_within("begin_shutdown", remaining(), True)
+                settled = self._ask_within(BeginShutdownRequest(abort=True), remaining())
                 try:
                     settled.result(timeout=remaining())
                 except concurrent.futures.TimeoutError:
@@ -1360,10 +1286,10 @@ class BackgroundSubagentSupervisor:
             self._drained = True
         self._stop_threads(remaining)
 
-    def _ask_within(self, name: str, timeout: float, *args: Any) -> Any:
+    def _ask_within(self, request: SupervisorRequest, timeout: float) -> Any:
         """A supervisor-actor operation answered within ``timeout``, else ShutdownDeadline."""
         try:
-            return self._call(name, *args).result(timeout=timeout)
+            return self._ask(request).result(timeout=timeout)
         except concurrent.futures.TimeoutError:
             raise BackgroundSubagentError.ShutdownDeadline(
                 "shutdown deadline: the supervisor actor is busy; retry", unfinished=[]
@@ -1373,7 +1299,7 @@ class BackgroundSubagentSupervisor:
         ref = self._ref
         assert ref is not None and self._runtime is not None
         if ref.is_alive():
-            snapshot = self._ask_within("snapshot", remaining())
+            snapshot = self._ask_within(SnapshotRequest(), remaining())
             for attempt_ref in [r for _, _, r in snapshot if r is not None]:
                 attempt_ref.stop(block=False)
             try:
@@ -1418,7 +1344,7 @@ class BackgroundSubagentSupervisor:
         if ref is not None:
             try:
                 reply: Reply = concurrent.futures.Future()
-                ref.tell(Call(name="snapshot", args=(), reply=reply))
+                ref.tell(Ask(request=SnapshotRequest(), reply=reply))
                 for _, _, attempt_ref in reply.result(timeout=1.0):
                     if attempt_ref is not None:
                         attempt_ref.stop(block=False)

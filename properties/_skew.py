@@ -49,6 +49,7 @@ from actors import (
     OwnerIdentity,
     SupervisorLimits,
 )
+from actors._messages import WatchRequest
 from statemachines import ExecutionStatus
 from storage import (
     AttemptRecord,
@@ -367,7 +368,9 @@ class _Case:
         return False
 
     def _ended(self, attempt: str) -> str:
-        state, _, done = self.supervisor._call("watch", attempt).result(timeout=SETTLE)
+        state, _, done = self.supervisor._ask(WatchRequest(attempt_id=attempt)).result(
+            timeout=SETTLE
+        )
         if state == "not_found":
             return "not_found"
         return str(done.result(timeout=SETTLE))

@@ -50,7 +50,6 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from actors import (
-    AttemptActor,
     BackgroundResult,
     BackgroundSubagentError,
     BackgroundSubagentSupervisor,
@@ -58,9 +57,11 @@ from actors import (
     ChildOutcome,
     ChildRequest,
     OwnerIdentity,
-    SupervisorActor,
     SupervisorLimits,
 )
+from actors._attempt import AttemptActor
+from actors._messages import WatchRequest
+from actors._supervisor import SupervisorActor
 from statemachines import EXECUTION
 from storage import (
     AttemptRecord,
@@ -355,7 +356,7 @@ class SupervisorMachine(RuleBasedStateMachine):
 
     def ended(self, attempt_id: str, timeout: float = SETTLE) -> str:
         """Block until the supervisor announced the attempt's end: ``terminal`` or ``lost``."""
-        state, _, done = self.sup._call("watch", attempt_id).result(timeout=timeout)
+        state, _, done = self.sup._ask(WatchRequest(attempt_id=attempt_id)).result(timeout=timeout)
         if state == "not_found":
             raise self.violation(f"the supervisor forgot attempt {attempt_id}")
         try:

@@ -14,7 +14,7 @@ import asyncio
 import contextvars
 from typing import Any
 
-from actors import BackgroundSubagentError, BackgroundSubagentSupervisor, clamp_wait
+from actors import BackgroundSubagentError, BackgroundSubagentSupervisor
 
 from .._agent._context import AgentContext, AgentContextHandle
 from .._agent._tools import Tool, ToolContext, ToolRegistry, ToolResult, struct_schema
@@ -227,7 +227,7 @@ class WaitSubagentTool(_BackgroundTool):
         parent = self._parent(context, main_agent_only=True)
         try:
             # An unknown or a finished attempt answers at once.
-            waited = await self.supervisor.wait(args.attempt_id, clamp_wait(args.timeout_seconds))
+            waited = await self.supervisor.wait(args.attempt_id, args.timeout_seconds)
         except BackgroundSubagentError as error:
             raise _tool_error(self.name, error) from error
         metadata: dict[str, Any] = {}

@@ -28,18 +28,18 @@ from actors import (
     ChildControl,
     ChildOutcome,
     ChildRequest,
+    Deliverer,
     OwnerIdentity,
     SupervisorLimits,
 )
-from statemachines import RetentionStatus, RunStatus, SessionStatus, SubagentsError
+from statemachines import RunStatus, SessionStatus, SubagentsError
 from storage import (
     ASYNC_SUBAGENT_RESULT,
-    AcquireContinuation,
     AdmissionLease,
     AlreadyExists,
+    AttemptRecord,
     Clock,
     Conflict,
-    ContinuationReceipt,
     Delivered,
     DeliveryClaimed,
     IdempotencyConflict,
@@ -57,10 +57,6 @@ from storage import (
     StorageFull,
     StoreError,
     arm_from_env,
-    continuation_cause,
-    continuation_input,
-    fault_point,
-    retained_view,
 )
 
 from .._agent import Agent
@@ -122,9 +118,6 @@ OUTPUT_PREVIEW_BYTES = 64 * 1024
 MAX_INPUT_BYTES = 64 * 1024
 MAX_STEERING_BYTES = 16 * 1024
 MAX_QUEUED_STEERING = 32
-CONTINUATION_CLAIM_SECONDS = 30.0
-CONTINUATION_REPLAYS = 3
-"""How often a continuation admission whose response was lost is replayed at once."""
 FULL_SCAN_TICKS = 60
 _TERMINAL_RUN = {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED}
 
@@ -247,6 +240,8 @@ class HostService:
         self._closers = list(closers or [])
         self._runs: dict[tuple[str, str], _LiveRun] = {}
         self._supervisors: dict[str, BackgroundSubagentSupervisor] = {}
+        # The delivery engine the supervisors use, for the continuations this host admits.
+        self.deliverer = Deliverer(store=store, ids=self.ids, namespace_id=self.namespace_id)
         self._subscriptions: dict[str, tuple[str, Callable[[HostEvent], None]]] = {}
         self._accepting = True
         self._closed = False
@@ -470,80 +465,56 @@ class HostService:
             if profile not in self.config.profiles:
                 continue  # unknown profile: keep the evidence, no automatic run
             try:
-                # Past its retention deadline the content is not delivered: the
-                # store expects the expiry summary (storage.retained_view).
-                visible = retained_view(record, self.clock.now())
-                content = None
-                if visible.retention_status == RetentionStatus.ARTIFACT and visible.result_ref:
-                    content = self.store.load_artifact(
-                        visible.result_ref.artifact_ref or ""
-                    ).content
-                parts = continuation_input(visible, content)
-                cause = continuation_cause(visible, parts)
-                now = self.clock.now()
-                run_id = f"run_{self.ids.uuid4().hex}"
-                admission_id = f"adm_{self.ids.token_hex(8)}"
-                metadata = {
-                    "async_subagent.attempt_id": record.attempt_id,
-                    "async_subagent.agent_id": record.agent_id,
-                    "async_subagent.parent_run_id": record.parent_run_id,
-                }
-                if record.child_run_id is not None:
-                    metadata["async_subagent.child_run_id"] = record.child_run_id
-                run = RunRecord(
-                    session_id=session_id,
-                    run_id=run_id,
-                    created_at=now,
-                    updated_at=now,
-                    input=parts,
-                    trigger_type=ASYNC_SUBAGENT_RESULT,
-                    parent_run_id=record.parent_run_id,
-                    profile=record.profile,
-                    metadata=metadata,
-                    trace_context=record.trace_context,
-                    admission_lease=self._lease(admission_id),
-                )
-                receipt = self._acquire_continuation(
-                    AcquireContinuation(
-                        attempt_id=record.attempt_id,
-                        claim_id=f"claim_{self.ids.token_hex(8)}",
-                        claim_deadline=now + CONTINUATION_CLAIM_SECONDS,
-                        cause=cause,
-                        run=run,
-                    )
+                receipt = self.deliverer.admit_continuation(
+                    record, self._continuation_run(record), self.clock.now()
                 )
             except StoreError as exc:
                 log.info("no continuation for %s now: %s", record.attempt_id, exc)
                 continue
             admitted = receipt.run
+            lease = admitted.admission_lease
+            if lease is None:  # the store admits a continuation only under its lease
+                log.error("continuation %s was admitted without a lease", admitted.run_id)
+                continue
             self.emit(
                 session_id,
                 "run.admitted",
                 admitted.run_id,
                 {"trigger_type": ASYNC_SUBAGENT_RESULT, "attempt_id": record.attempt_id},
             )
-            self._launch(admitted, profile, admission_id)
+            self._launch(admitted, profile, lease.admission_id)
 
-    def _acquire_continuation(self, request: AcquireContinuation) -> ContinuationReceipt:
-        """Admit ``request``'s run, replaying the exact request when a response is lost.
+    def _continuation_run(
+        self, record: AttemptRecord
+    ) -> Callable[[tuple[InputPart, ...], float], RunRecord]:
+        """The builder of the run that consumes ``record``'s result (for the deliverer,
+        which decides what the run's input is)."""
 
-        A transient error may come after the store committed the admission (the
-        response was lost): the same request again is answered with the same
-        receipt (``idempotent_replay``), so the run is launched instead of being
-        left admitted and never started. Any other error, or a transient one
-        ``CONTINUATION_REPLAYS`` times over, propagates and the next tick retries
-        from the pending list.
-        """
-        for replay in range(CONTINUATION_REPLAYS + 1):
-            try:
-                receipt = self.store.acquire_continuation(request)
-                fault_point("delivery.after_continuation_admitted_before_ack")
-                return receipt
-            except RetryableStorage:
-                if replay == CONTINUATION_REPLAYS:
-                    raise
-                log.info("replaying the continuation admission of %s", request.attempt_id)
-        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+        def make(parts: tuple[InputPart, ...], now: float) -> RunRecord:
+            run_id = f"run_{self.ids.uuid4().hex}"
+            admission_id = f"adm_{self.ids.token_hex(8)}"
+            metadata = {
+                "async_subagent.attempt_id": record.attempt_id,
+                "async_subagent.agent_id": record.agent_id,
+                "async_subagent.parent_run_id": record.parent_run_id,
+            }
+            if record.child_run_id is not None:
+                metadata["async_subagent.child_run_id"] = record.child_run_id
+            return RunRecord(
+                session_id=record.parent_session_id,
+                run_id=run_id,
+                created_at=now,
+                updated_at=now,
+                input=parts,
+                trigger_type=ASYNC_SUBAGENT_RESULT,
+                parent_run_id=record.parent_run_id,
+                profile=record.profile,
+                metadata=metadata,
+                trace_context=record.trace_context,
+                admission_lease=self._lease(admission_id),
+            )
+
+        return make
 
     async def close(self) -> None:
         """Stop admission, cancel runs, shut supervisors down, reconcile, release. Idempotent."""

@@ -10,6 +10,9 @@ from typing import Any
 import pykka
 
 from actors import BackgroundSubagentSupervisor, SupervisorLimits
+from actors._attempt import AttemptActor
+from actors._messages import WatchRequest
+from actors._supervisor import SupervisorActor
 
 FAST = SupervisorLimits(heartbeat_interval=0.01, retry_interval=0.002, cancellation_grace=0.05)
 SupervisorFactory = Callable[..., BackgroundSubagentSupervisor]
@@ -22,8 +25,6 @@ def our_threads() -> list[str]:
 
 
 def our_actors() -> list[Any]:
-    from actors import AttemptActor, SupervisorActor
-
     return [
         ref
         for ref in pykka.ActorRegistry.get_all()
@@ -51,5 +52,5 @@ class Collector:
 
 def wait_terminal(supervisor: BackgroundSubagentSupervisor, attempt_id: str) -> str:
     """Block until the attempt's terminal state (or loss) is visible, without claiming it."""
-    done = supervisor._call("watch", attempt_id).result(timeout=10)[2]
+    done = supervisor._ask(WatchRequest(attempt_id=attempt_id)).result(timeout=10)[2]
     return str(done.result(timeout=10))

@@ -12,9 +12,10 @@ import pytest
 from actor_helpers import SupervisorFactory
 from pykka._envelope import Envelope
 
-from actors import AttemptActor, BackgroundSubagentError, ChildControl, ChildOutcome, ChildRequest
-from actors._loop import ClosableInbox
+from actors import BackgroundSubagentError, ChildControl, ChildOutcome, ChildRequest
+from actors._attempt import AttemptActor
 from actors._messages import Cancel, Describe, Steer
+from actors._runtime import ClosableInbox
 
 
 async def instant(request: ChildRequest, control: ChildControl) -> ChildOutcome:
@@ -86,14 +87,14 @@ def test_requests_that_reach_a_stopped_attempt_are_answered_by_the_supervisor(
     # A sender that checked the actor was alive just before it stopped still queues:
     # the closed inbox hands the request to the supervisor, which answers it.
     steer: concurrent.futures.Future[Any] = concurrent.futures.Future()
-    ref.actor_inbox.put(Envelope(Steer("late", None, steer)))
+    ref.actor_inbox.put(Envelope(Steer(message="late", steering_id=None, reply=steer)))
     with pytest.raises(BackgroundSubagentError.Terminal):
         steer.result(10)
     cancel: concurrent.futures.Future[Any] = concurrent.futures.Future()
-    ref.actor_inbox.put(Envelope(Cancel("late", "c-1", cancel)))
+    ref.actor_inbox.put(Envelope(Cancel(reason="late", cancellation_id="c-1", reply=cancel)))
     assert cancel.result(10).status == "completed"
     describe: concurrent.futures.Future[Any] = concurrent.futures.Future()
-    ref.actor_inbox.put(Envelope(Describe(describe)))
+    ref.actor_inbox.put(Envelope(Describe(reply=describe)))
     assert describe.result(10).attempt_id == attempt_id
     asked: pykka.ThreadingFuture[Any] = pykka.ThreadingFuture()
     ref.actor_inbox.put(Envelope(object(), reply_to=asked))

@@ -8,6 +8,7 @@ import msgspec
 from actor_helpers import FAST, SupervisorFactory
 
 from actors import ChildControl, ChildOutcome, ChildRequest, SupervisorLimits
+from actors._messages import SnapshotRequest
 
 LIMITS = msgspec.structs.replace(
     FAST, max_retained_attempts=8, max_known_agents=6, max_active_attempts=16
@@ -49,7 +50,7 @@ def test_a_long_run_keeps_the_tables_bounded_and_every_undelivered_result(
 
     runtime = supervisor._runtime
     assert runtime is not None
-    table = supervisor._call("snapshot").result()
+    table = supervisor._ask(SnapshotRequest()).result()
     bound = LIMITS.max_retained_attempts + LIMITS.max_retained_attempts // 4 + len(kept) + 1
     assert len(table) <= bound
     assert len(runtime.views) <= bound

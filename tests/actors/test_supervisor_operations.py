@@ -24,8 +24,8 @@ from actors import (
     ChildOutcome,
     ChildRequest,
     SupervisorLimits,
-    clamp_wait,
 )
+from actors._supervisor import clamp_wait
 from properties import Gate
 from statemachines import SubagentsError
 

@@ -1,4 +1,7 @@
-"""Regressions the supervisor machine (properties/_supervisor.py) found, pinned as tests."""
+"""Lost store responses (of the starting transition, of a claim, of an acknowledgement)
+and lost attempts: the attempt still launches, the wait still delivers, a reconciled
+attempt counts toward the undelivered limit. (The supervisor machine in
+``properties/_supervisor.py`` found each of these.)"""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Small fixes of wait and delegate: each test failed before its fix."""
+"""What a wait answers (unknown, zero-timeout, delivered with its context delta,
+cancelled with what the child consumed) and the profile delegate records. Each test
+failed before its fix."""
 
 from __future__ import annotations
 

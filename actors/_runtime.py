@@ -24,7 +24,7 @@ from storage import Clock, IdSource, SessionStore
 from ._config import OwnerIdentity, SupervisorLimits
 from ._delivery import DeltaBox
 from ._machines import MachinePool
-from ._messages import RecordView
+from ._record_view import RecordView
 
 log = logging.getLogger("actors")
 
