@@ -256,6 +256,16 @@ class DeliveryMachine(ContractMachine):
         aid = data.draw(st.sampled_from(self._undelivered()), label="attempt")
         self.acquire_continuation(aid, variant, False)
 
+    @precondition(lambda self: bool(self.requests))
+    @rule(data=st.data(), variant=st.sampled_from(["exact", "head", "replay"]))
+    def acquire_an_admitted_result_again(self, data: st.DataObject, variant: str) -> None:
+        """A result whose continuation was admitted: the exact request again is an
+        idempotent replay; any new run for it is refused as ``Delivered``. Drawn from
+        the admitted results, so a store that admits a second continuation is caught
+        within a few steps whatever order the other rules take."""
+        aid = data.draw(st.sampled_from(sorted(self.requests)), label="attempt")
+        self.acquire_continuation(aid, variant, False)
+
     @precondition(lambda self: bool(self._undelivered()))
     @rule(data=st.data())
     def explicit_claim_and_acknowledge(self, data: st.DataObject) -> None:
