@@ -1,0 +1,121 @@
+"""One pooled SDK client per provider model and event loop.
+
+An SDK's async client holds an HTTP connection pool bound to the event loop
+that opened its connections: it cannot serve another loop, and a loop that
+ends with the client open leaks its sockets. So the pool keeps one client
+per loop (per API key: a rotated key gets a new client), reused by every
+request on that loop, and closes it at the first of:
+
+- :meth:`ClientPool.aclose` / :meth:`ClientPool.close`;
+- the loop shutting down its async generators (``asyncio.run`` and the
+  actors' loop threads do): each client is held by a tiny async generator
+  whose ``finally`` closes it, so a forgotten ``close()`` leaks nothing once
+  the loop ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import AsyncGenerator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+#: How long :meth:`ClientPool.close` waits for a client on another thread's loop.
+CLOSE_TIMEOUT = 5.0
+
+
+async def _holder(client: Any) -> AsyncGenerator[None, None]:
+    """Suspended at ``yield`` while the client lives; closing it closes the client."""
+    try:
+        yield
+    finally:
+        await client.close()
+
+
+async def _release(holder: AsyncGenerator[None, None]) -> None:
+    await holder.aclose()
+
+
+@dataclass
+class _Entry:
+    api_key: str
+    client: Any
+    holder: AsyncGenerator[None, None]
+
+
+class ClientPool:
+    """SDK clients built by ``factory(api_key)``, one per event loop. Thread-safe."""
+
+    def __init__(self, factory: Callable[[str], Any]) -> None:
+        self._factory = factory
+        self._lock = threading.Lock()
+        self._entries: dict[asyncio.AbstractEventLoop, _Entry] = {}
+
+    async def client(self, api_key: str) -> Any:
+        """The client for the running loop and ``api_key``, opened on first use."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            entry = self._entries.get(loop)
+            stale = [key for key in self._entries if key.is_closed()]
+            for key in stale:
+                del self._entries[key]
+        if entry is not None and entry.api_key == api_key:
+            return entry.client
+        if entry is not None:  # the key was rotated: retire the old client
+            await entry.holder.aclose()
+        client = self._factory(api_key)
+        holder = _holder(client)
+        await holder.__anext__()  # registers it with the loop's async-generator hooks
+        with self._lock:
+            self._entries[loop] = _Entry(api_key, client, holder)
+        return client
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+    async def aclose(self) -> None:
+        """Close every client: this loop's awaited, other loops' as :meth:`close` does."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            entries = dict(self._entries)
+            self._entries.clear()
+        for owner, entry in entries.items():
+            if owner is loop:
+                await entry.holder.aclose()
+            else:
+                _close_elsewhere(owner, entry)
+
+    def close(self) -> None:
+        """Close every client from synchronous code. Idempotent.
+
+        A client on a loop running in another thread is closed there (waiting
+        up to :data:`CLOSE_TIMEOUT`); one on a loop that is not running is
+        closed by running that loop briefly; one on a closed loop was closed
+        when the loop shut down. Called from a coroutine, it only schedules
+        the close of the running loop's client: ``await aclose()`` instead.
+        """
+        with self._lock:
+            entries = dict(self._entries)
+            self._entries.clear()
+        for owner, entry in entries.items():
+            _close_elsewhere(owner, entry)
+
+
+def _close_elsewhere(owner: asyncio.AbstractEventLoop, entry: _Entry) -> None:
+    if owner.is_closed():
+        return
+    try:
+        current = asyncio.get_running_loop()
+    except RuntimeError:
+        current = None
+    if owner is current:
+        owner.create_task(_release(entry.holder))
+    elif owner.is_running():
+        future = asyncio.run_coroutine_threadsafe(_release(entry.holder), owner)
+        with contextlib.suppress(Exception):
+            future.result(CLOSE_TIMEOUT)
+    elif current is None:
+        owner.run_until_complete(_release(entry.holder))
