@@ -7,10 +7,13 @@ per loop (per API key: a rotated key gets a new client), reused by every
 request on that loop, and closes it at the first of:
 
 - :meth:`ClientPool.aclose` / :meth:`ClientPool.close`;
-- the loop shutting down its async generators (``asyncio.run`` and the
-  actors' loop threads do): each client is held by a tiny async generator
-  whose ``finally`` closes it, so a forgotten ``close()`` leaks nothing once
-  the loop ends.
+- the loop shutting down its async generators (``asyncio.run``, pytest's
+  runners and the actors' loop threads do): each client is held by a tiny
+  async generator whose ``finally`` closes it, so a forgotten ``close()``
+  leaks nothing once the loop ends. The holders are kept alive (strongly,
+  per loop) until then: a holder dropped with its pool would otherwise be
+  finalized by the garbage collector, which only schedules its close, and
+  a loop that shuts down before that close runs leaves its sockets open.
 """
 
 from __future__ import annotations
@@ -25,6 +28,22 @@ from typing import Any
 #: How long :meth:`ClientPool.close` waits for a client on another thread's loop.
 CLOSE_TIMEOUT = 5.0
 
+# Every open holder, by loop, until the loop shuts it down or a pool closes it.
+_HELD: dict[asyncio.AbstractEventLoop, set[AsyncGenerator[None, None]]] = {}
+_HELD_LOCK = threading.Lock()
+
+
+def _hold(loop: asyncio.AbstractEventLoop, holder: AsyncGenerator[None, None]) -> None:
+    with _HELD_LOCK:
+        for closed in [key for key in _HELD if key.is_closed()]:
+            del _HELD[closed]
+        _HELD.setdefault(loop, set()).add(holder)
+
+
+def _unhold(loop: asyncio.AbstractEventLoop, holder: AsyncGenerator[None, None]) -> None:
+    with _HELD_LOCK:
+        _HELD.get(loop, set()).discard(holder)
+
 
 async def _holder(client: Any) -> AsyncGenerator[None, None]:
     """Suspended at ``yield`` while the client lives; closing it closes the client."""
@@ -35,7 +54,10 @@ async def _holder(client: Any) -> AsyncGenerator[None, None]:
 
 
 async def _release(holder: AsyncGenerator[None, None]) -> None:
-    await holder.aclose()
+    try:
+        await holder.aclose()
+    finally:
+        _unhold(asyncio.get_running_loop(), holder)
 
 
 @dataclass
@@ -64,10 +86,11 @@ class ClientPool:
         if entry is not None and entry.api_key == api_key:
             return entry.client
         if entry is not None:  # the key was rotated: retire the old client
-            await entry.holder.aclose()
+            await _release(entry.holder)
         client = self._factory(api_key)
         holder = _holder(client)
         await holder.__anext__()  # registers it with the loop's async-generator hooks
+        _hold(loop, holder)
         with self._lock:
             self._entries[loop] = _Entry(api_key, client, holder)
         return client
@@ -84,7 +107,7 @@ class ClientPool:
             self._entries.clear()
         for owner, entry in entries.items():
             if owner is loop:
-                await entry.holder.aclose()
+                await _release(entry.holder)
             else:
                 _close_elsewhere(owner, entry)
 
