@@ -154,7 +154,7 @@ class ProviderConnectionError(ProviderError):
 
 
 class ProviderTimeout(ProviderError):
-    """The provider did not answer within the configured ``timeout`` (not retried)."""
+    """The provider did not answer within the configured ``timeout``, on every attempt."""
 
 
 class ContentRefused(ProviderError):

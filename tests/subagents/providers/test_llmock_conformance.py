@@ -199,32 +199,28 @@ async def test_a_disconnect_before_any_output_is_retried(
     assert len(sleep.delays) == 1
 
 
-async def test_a_disconnect_mid_answer_fails_the_turn(case: ProviderCase, llmock: LLMock) -> None:
-    llmock.queue({"type": "stream_fault", "kind": "disconnect", "after_chunks": 5})
-    llmock.queue({"type": "reply", "text": "Paris is the capital city of France, on the Seine."})
-    kinds: list[str] = []
-
-    with pytest.raises(ProviderConnectionError) as raised:
-        async for record in AgentBuilder(_model(case, llmock)).build().run_stream("hi"):
-            kinds.append(record.kind)
-
-    assert "text_delta" in kinds
-    assert raised.value.category == "connection"
-
-
-async def test_a_truncated_stream_is_incomplete_never_a_short_answer(
-    case: ProviderCase, llmock: LLMock
+@pytest.mark.parametrize(
+    ("fault", "error", "category"),
+    [
+        ("disconnect", ProviderConnectionError, "connection"),
+        # A clean but early end, with no finish reason nor terminator.
+        ("truncate", ProviderStreamIncomplete, "stream_incomplete"),
+    ],
+)
+async def test_a_stream_broken_mid_answer_fails_the_turn_never_a_short_answer(
+    case: ProviderCase, llmock: LLMock, fault: str, error: type[ProviderError], category: str
 ) -> None:
-    llmock.queue({"type": "stream_fault", "kind": "truncate", "after_chunks": 5})
+    llmock.queue({"type": "stream_fault", "kind": fault, "after_chunks": 5})
     llmock.queue({"type": "reply", "text": "Paris is the capital city of France, on the Seine."})
     kinds: list[str] = []
 
-    with pytest.raises(ProviderStreamIncomplete) as raised:
+    with pytest.raises(error) as raised:
         async for record in AgentBuilder(_model(case, llmock)).build().run_stream("hi"):
             kinds.append(record.kind)
 
-    assert "text_delta" in kinds
-    assert raised.value.category == "stream_incomplete"
+    assert "text_delta" in kinds  # part of the answer was seen: no silent retry
+    assert raised.value.category == category
+    assert len(_served(llmock)) == 1
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
