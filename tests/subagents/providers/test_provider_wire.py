@@ -54,6 +54,7 @@ async def test_an_assistant_tool_call_turn_is_sent_with_empty_string_content(
 ) -> None:
     """``"content": null`` on a tool-call turn is rejected by llama.cpp's server
     (ggml-org/llama.cpp#13471: "Expected 'content' to be a string or an array"),
+    a missing one by llama-cpp-python's server (abetlen/llama-cpp-python#1805),
     by Ollama (pydantic/pydantic-ai#5206: "invalid message content type: <nil>")
     and by LM Studio (lmstudio-ai/lmstudio-bug-tracker#261); chat templates that
     concatenate ``message.content`` (as vLLM and SGLang render them) fail on a
