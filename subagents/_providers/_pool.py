@@ -7,6 +7,9 @@ per loop (per API key: a rotated key gets a new client), reused by every
 request on that loop, and closes it at the first of:
 
 - :meth:`ClientPool.aclose` / :meth:`ClientPool.close`;
+- the pool being dropped unclosed (a model built per run and forgotten): its
+  clients are closed on their loops by a task the garbage collector's
+  finalizer schedules, so a long-lived loop does not pile them up;
 - the loop shutting down its async generators (``asyncio.run``, pytest's
   runners and the actors' loop threads do): each client is held by a tiny
   async generator whose ``finally`` closes it, so a forgotten ``close()``
@@ -21,12 +24,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import weakref
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any
 
 #: How long :meth:`ClientPool.close` waits for a client on another thread's loop.
 CLOSE_TIMEOUT = 5.0
+
+# Release tasks scheduled for dropped pools, kept until done (a task the loop
+# only references weakly could be collected before it ran).
+_RELEASING: set[asyncio.Task[None]] = set()
 
 # Every open holder, by loop, until the loop shuts it down or a pool closes it.
 _HELD: dict[asyncio.AbstractEventLoop, set[AsyncGenerator[None, None]]] = {}
@@ -74,6 +82,8 @@ class ClientPool:
         self._factory = factory
         self._lock = threading.Lock()
         self._entries: dict[asyncio.AbstractEventLoop, _Entry] = {}
+        # Runs in whichever thread collects the pool; it must not refer to ``self``.
+        weakref.finalize(self, _retire, self._entries, self._lock)
 
     async def client(self, api_key: str) -> Any:
         """The client for the running loop and ``api_key``, opened on first use."""
@@ -125,6 +135,24 @@ class ClientPool:
             self._entries.clear()
         for owner, entry in entries.items():
             _close_elsewhere(owner, entry)
+
+
+def _retire(entries: dict[asyncio.AbstractEventLoop, _Entry], lock: threading.Lock) -> None:
+    """The pool was dropped unclosed: close each client on its own loop, soon."""
+    with lock:
+        held = list(entries.items())
+        entries.clear()
+    for loop, entry in held:
+        if loop.is_closed():
+            continue  # closed with the loop
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(_spawn_release, loop, entry.holder)
+
+
+def _spawn_release(loop: asyncio.AbstractEventLoop, holder: AsyncGenerator[None, None]) -> None:
+    task = loop.create_task(_release(holder))
+    _RELEASING.add(task)
+    task.add_done_callback(_RELEASING.discard)
 
 
 def _close_elsewhere(owner: asyncio.AbstractEventLoop, entry: _Entry) -> None:

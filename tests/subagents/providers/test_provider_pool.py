@@ -15,7 +15,7 @@ from llmock_server import LLMock
 from provider_cases import ProviderCase
 
 from subagents import AgentBuilder
-from subagents._providers import ProviderModel
+from subagents._providers import ProviderModel, _pool
 
 API_KEY = "llmock-key-0123456789"
 
@@ -83,3 +83,19 @@ def test_close_from_sync_code_closes_a_client_whose_loop_is_still_open(
         assert clients[0].is_closed()
     finally:
         loop.close()
+
+
+async def test_a_model_dropped_unclosed_has_its_client_closed_on_its_loop(
+    case: ProviderCase, llmock: LLMock
+) -> None:
+    llmock.queue({"type": "reply", "text": "ok"})
+    model = case.model_class("gpt-4o", api_key=API_KEY, base_url=llmock.base_url(case.provider))
+    clients = _record_clients(model)
+    assert (await AgentBuilder(model).build().run("hi")).output == "ok"
+
+    del model
+    gc.collect()  # the pool's finalizer schedules the close on this loop
+    await asyncio.sleep(0)  # let the scheduled callback start its task
+    await asyncio.gather(*_pool._RELEASING)
+
+    assert clients[0].is_closed()
