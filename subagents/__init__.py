@@ -96,6 +96,7 @@ from ._errors import MissingRequiredTool as MissingRequiredTool
 from ._errors import MissingSubagent as MissingSubagent
 from ._errors import ModelError as ModelError
 from ._errors import ModelResolutionError as ModelResolutionError
+from ._errors import OutputTruncated as OutputTruncated
 from ._errors import PayloadError as PayloadError
 from ._errors import ProviderAuthenticationError as ProviderAuthenticationError
 from ._errors import ProviderConnectionError as ProviderConnectionError
@@ -103,6 +104,7 @@ from ._errors import ProviderError as ProviderError
 from ._errors import ProviderNotInstalled as ProviderNotInstalled
 from ._errors import ProviderRateLimited as ProviderRateLimited
 from ._errors import ProviderServerError as ProviderServerError
+from ._errors import ProviderStreamIncomplete as ProviderStreamIncomplete
 from ._errors import ProviderTimeout as ProviderTimeout
 from ._errors import RecursiveSubagentDelegation as RecursiveSubagentDelegation
 from ._errors import SubagentError as SubagentError
@@ -203,6 +205,7 @@ __all__ = [
     "ModelStreamEvent",
     "OpenAIChatModel",
     "OpenAIResponsesModel",
+    "OutputTruncated",
     "OwnerIdentity",
     "PayloadError",
     "ProviderAuthenticationError",
@@ -212,6 +215,7 @@ __all__ = [
     "ProviderNotInstalled",
     "ProviderRateLimited",
     "ProviderServerError",
+    "ProviderStreamIncomplete",
     "ProviderTimeout",
     "Record",
     "RecursiveSubagentDelegation",

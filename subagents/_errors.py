@@ -27,7 +27,9 @@ never be swallowed by ``except Exception`` derive from
         │   │       ├── ProviderServerError       5xx/overloaded past the retry bound
         │   │       ├── ProviderConnectionError   unreachable past the retry bound
         │   │       ├── ProviderTimeout           no answer within the timeout
-        │   │       └── ContentRefused            the provider refused the content
+        │   │       ├── ContentRefused            the provider refused the content
+        │   │       ├── ProviderStreamIncomplete  a stream ended before its terminal event
+        │   │       └── OutputTruncated           the output hit its token limit
         │   ├── UsageLimitExceeded          the run's request limit was reached
         │   ├── ToolRetriesExceeded         a tool kept failing past the retry limit
         │   └── SubagentError               a delegation failed (fields: name, task_id)
@@ -115,6 +117,8 @@ class ProviderError(ModelError):
 
     provider: str
     status: int | None = None
+    #: A safe public reason (``authentication``, ``rate_limited``, ...).
+    category: str = "provider_error"
 
 
 class ProviderNotInstalled(ProviderError):
@@ -150,7 +154,7 @@ class ProviderConnectionError(ProviderError):
 
 
 class ProviderTimeout(ProviderError):
-    """The provider did not answer within the configured ``timeout`` (not retried)."""
+    """The provider did not answer within the configured ``timeout``, on every attempt."""
 
 
 class ContentRefused(ProviderError):
@@ -398,3 +402,28 @@ class DeniedRequiredTool(SubagentToolInheritanceError):
     """
 
     kind = "denied_required_tool"
+
+
+class ProviderStreamIncomplete(ProviderError):
+    """A streamed response ended without its terminal event (a cut connection or a
+    server that gave up): the answer may be missing its end. Retryable: the provider
+    retries it until the first event was yielded; after that it is raised at once.
+    """
+
+    retryable = True
+
+
+class OutputTruncated(ProviderError):
+    """The model stopped at its output-token limit (``length``/``max_tokens``).
+
+    Never a clean success: the text may be cut mid-sentence and tool-call
+    arguments mid-JSON, so no tool runs. Field ``partial_text`` keeps the text
+    received (left out of ``str()``, which is safe to store and log).
+    """
+
+    partial_text: str = ""
+
+    def __str__(self) -> str:
+        shown = {k: v for k, v in self.fields.items() if k != "partial_text"}
+        detail = ", ".join(f"{k}={v!r}" for k, v in sorted(shown.items()))
+        return f"{self.message} ({detail})" if detail else self.message

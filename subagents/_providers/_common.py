@@ -1,33 +1,40 @@
-"""What every real provider shares: settings, secrets, retries with backoff, error mapping.
+"""What every real provider shares: settings, secrets, pooled clients, retries, safe errors.
 
 A provider model (:class:`ProviderModel`) turns one agent turn into one SDK
 call. Around that call it guarantees:
 
-- **Retries within a bound.** Rate limits (429), server errors (5xx,
-  Anthropic's 529 "overloaded") and unreachable servers are retried with
-  exponential backoff (:class:`RetryPolicy`): at most ``max_retries`` more
-  attempts, never sleeping past ``max_elapsed`` seconds since the first one,
-  honouring a ``Retry-After`` header. The SDKs' own retries are disabled
-  (``max_retries=0``) so there is exactly one retry loop. ``sleep``,
-  ``clock`` and ``random`` are injectable, so tests never wait. A streamed
-  turn is retried only until its first event was yielded.
-- **Typed errors.** Every SDK failure becomes a :class:`ProviderError`
-  subclass; authentication errors, timeouts, refused content and other 4xx
-  are never retried.
-- **No leaked keys.** The key lives in a :class:`Secret` (masked in
-  ``repr``/``str``); every message that reaches an error or a log line is
-  passed through :func:`redact`; the SDK exception (which holds the request
-  and its ``Authorization`` header) is neither chained nor kept as context.
+- **One pooled client.** Requests reuse one SDK client (and its HTTP
+  connections) per event loop; :meth:`ProviderModel.aclose` /
+  :meth:`ProviderModel.close` release it (see ``_pool``).
+- **Retries by error class, within a bound.** Rate limits (429), server
+  errors (5xx, Anthropic's 529), timeouts, unreachable servers and streams
+  cut before their terminal event are retried with exponential backoff
+  (:class:`RetryPolicy`): at most ``max_retries`` more attempts, never
+  sleeping past ``max_elapsed`` seconds since the first one, honouring
+  ``Retry-After`` (seconds or an HTTP date). A deterministic 4xx is never
+  retried, nor a 5xx that repeats the same validation error. The SDKs' own
+  retries are off (``max_retries=0``): there is one retry loop. ``sleep``,
+  ``clock``, ``wall_clock`` and ``random`` are injectable, so tests never
+  wait. A streamed turn is retried only until its first event was yielded.
+- **Typed outcomes.** Every failure is a :class:`ProviderError` subclass
+  with a safe ``category`` and the HTTP ``status``; a stream cut short is
+  :class:`ProviderStreamIncomplete`, an output at its token limit
+  :class:`OutputTruncated`, a refusal or content filter
+  :class:`ContentRefused`: never a clean success.
+- **Safe text.** An error's ``str()``/``repr`` and the WARNING retry lines
+  are built only from the category, status, provider and model. The
+  provider's own text (which may echo request headers) is logged at DEBUG
+  only, with the API key and every configured header value redacted. The
+  SDK exception (which holds the request and its ``Authorization`` header)
+  is neither chained nor kept as context.
 """
 
 from __future__ import annotations
 
 import abc
 import asyncio
-import contextlib
 import importlib
 import inspect
-import json
 import logging
 import os
 import random as _random
@@ -35,7 +42,6 @@ import re
 import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import msgspec
@@ -50,17 +56,19 @@ from .._agent._models import (
 from .._errors import (
     AgentConfigError,
     MissingApiKey,
-    ProviderAuthenticationError,
-    ProviderConnectionError,
     ProviderError,
     ProviderNotInstalled,
     ProviderRateLimited,
     ProviderServerError,
-    ProviderTimeout,
 )
+from ._failures import Failure, StreamError, classify, get, http_library
+from ._pool import ClientPool
 
 logger = logging.getLogger("subagents.providers")
 
+#: The protocol hooks' argument types.
+Messages = Sequence[ModelMessage]
+Params = ModelRequestParameters
 Sleep = Callable[[float], Awaitable[None]]
 Clock = Callable[[], float]
 
@@ -177,123 +185,6 @@ def _check_policy(policy: RetryPolicy) -> None:
         raise AgentConfigError(f"retry jitter must be within [0, 1], got {policy.jitter!r}")
 
 
-# ---------------------------------------------------------------- SDK failures
-
-
-@dataclass(frozen=True)
-class Failure:
-    """A classified SDK failure, turned into a typed error only when it is final."""
-
-    kind: type[ProviderError]
-    message: str
-    status: int | None = None
-    retry_after: float | None = None
-
-    @property
-    def retryable(self) -> bool:
-        return self.kind in (ProviderRateLimited, ProviderServerError, ProviderConnectionError)
-
-
-_ERROR_TYPES: dict[str, type[ProviderError]] = {
-    # Error ``type`` strings in bodies and stream error events.
-    "authentication_error": ProviderAuthenticationError,
-    "permission_error": ProviderAuthenticationError,
-    "invalid_api_key": ProviderAuthenticationError,
-    "rate_limit_error": ProviderRateLimited,
-    "rate_limit_exceeded": ProviderRateLimited,
-    "overloaded_error": ProviderServerError,
-    "api_error": ProviderServerError,
-    "server_error": ProviderServerError,
-}
-
-
-def _body_error(body: Any) -> tuple[str | None, str | None]:
-    """``(code or type, message)`` of an error body (``{"error": {...}}`` or the error itself).
-
-    ``body`` may be a mapping or an SDK object (a stream event).
-    """
-    if body is None or isinstance(body, str | bytes | int | float):
-        return None, None if body is None else str(body)
-    error = get(body, "error", body)
-    if isinstance(error, str):
-        return None, error
-    kind = get(error, "code") or get(error, "type")
-    message = get(error, "message")
-    return (
-        None if kind is None else str(kind),
-        None if message is None else str(message),
-    )
-
-
-def _retry_after(response: Any) -> float | None:
-    headers = getattr(response, "headers", None)
-    if headers is None:
-        return None
-    for name in ("retry-after-ms", "retry-after"):
-        raw = headers.get(name)
-        if raw is None:
-            continue
-        try:
-            seconds = float(raw)
-        except ValueError:
-            return None  # an HTTP date: use our own backoff
-        return seconds / 1000.0 if name.endswith("-ms") else seconds
-    return None
-
-
-class StreamError(Exception):
-    """An error reported inside a successful response (a stream error event, a failed status).
-
-    Raised by a protocol's parser and classified like an SDK error, so it is
-    retried (before the first streamed event) and redacted the same way.
-    """
-
-    def __init__(self, body: Any) -> None:
-        kind, message = _body_error(body)
-        self.failure = Failure(
-            _ERROR_TYPES.get(kind or "", ProviderError), message or kind or "unknown error"
-        )
-        super().__init__(self.failure.message)
-
-
-def classify(sdk: Any, error: BaseException) -> Failure | None:
-    """Classify an exception raised by an OpenAI or Anthropic SDK (``None``: not an SDK error).
-
-    Both SDKs share the same exception tree (``APITimeoutError``,
-    ``APIConnectionError``, ``APIStatusError`` with ``status_code`` and
-    ``body``, ``APIError``). Messages are not redacted here.
-    """
-    if isinstance(error, sdk.APITimeoutError):
-        return Failure(ProviderTimeout, "the request timed out")
-    if isinstance(error, sdk.APIConnectionError):
-        return Failure(ProviderConnectionError, "could not connect to the server")
-    # While a stream is read, the SDK lets its HTTP library's errors through.
-    library = http_library(sdk)
-    if library is not None:
-        if isinstance(error, library.TimeoutException):
-            return Failure(ProviderTimeout, "the response stream timed out")
-        if isinstance(error, library.TransportError):
-            return Failure(ProviderConnectionError, "the connection broke mid-response")
-    if not isinstance(error, sdk.APIError):
-        return None
-    kind, body_message = _body_error(getattr(error, "body", None))
-    message = body_message or str(getattr(error, "message", "") or error)
-    status = getattr(error, "status_code", None)
-    if isinstance(error, sdk.APIStatusError) and isinstance(status, int) and status >= 400:
-        retry_after = _retry_after(getattr(error, "response", None))
-        if status in (401, 403):
-            return Failure(ProviderAuthenticationError, message, status)
-        if status == 429:
-            return Failure(ProviderRateLimited, message, status, retry_after)
-        if status == 408:
-            return Failure(ProviderTimeout, message, status)
-        if status >= 500:
-            return Failure(ProviderServerError, message, status, retry_after)
-        return Failure(_ERROR_TYPES.get(kind or "", ProviderError), message, status)
-    # An error delivered inside a 200 response (a stream error event).
-    return Failure(_ERROR_TYPES.get(kind or "", ProviderError), message)
-
-
 # ---------------------------------------------------------------- the base model
 
 
@@ -308,31 +199,30 @@ def import_sdk(module: str, *, provider: str, extra: str) -> Any:
             provider=provider,
             model="",
             extra=extra,
+            category="not_installed",
         ) from None
-
-
-def dumps(value: Any) -> str:
-    """Compact JSON text of a tool argument or return value (strings stay as they are)."""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 class ProviderModel(Model, abc.ABC):
     """A :class:`Model` backed by a provider SDK; subclasses speak one protocol.
 
-    Safe to share between agents, runs and event loops: it keeps no
-    connection, and each request opens its own SDK client and closes it
-    before returning (or raising). The API key is read from the constructor,
-    else from ``env_var`` at each request, so a rotated key is picked up;
-    when neither is set the request raises :class:`MissingApiKey`.
-    Every failure is a :class:`ProviderError` subclass (see the module doc).
+    Safe to share between agents, runs, threads and event loops: the pooled
+    SDK client is per loop. Whoever builds the model owns it and calls
+    :meth:`aclose` (or :meth:`close`) when done with it, e.g. at host
+    shutdown; a loop that ends first closes its client itself. A closed
+    model still works: the next request opens a new client.
+    The API key is read from the constructor, else from ``env_var`` at each
+    request, so a rotated key is picked up; when neither is set the request
+    raises :class:`MissingApiKey`. Every failure is a :class:`ProviderError`
+    subclass (see the module doc).
     """
 
     provider: ClassVar[str]
     env_var: ClassVar[str]
     base_url_env_var: ClassVar[str | None] = None
     sdk_module: ClassVar[str]
+    #: The SDK's async client class (``AsyncOpenAI``, ``AsyncAnthropic``).
+    sdk_client: ClassVar[str]
     extra: ClassVar[str]
     #: Settings this protocol cannot send; giving one raises AgentConfigError.
     unsupported_settings: ClassVar[frozenset[str]] = frozenset()
@@ -349,6 +239,7 @@ class ProviderModel(Model, abc.ABC):
         headers: Mapping[str, str] | None = None,
         sleep: Sleep | None = None,
         clock: Clock = time.monotonic,
+        wall_clock: Clock = time.time,
         random: Callable[[], float] = _random.random,
     ) -> None:
         if not model_name:
@@ -374,7 +265,9 @@ class ProviderModel(Model, abc.ABC):
         self._headers = dict(headers or {})
         self._sleep: Sleep = asyncio.sleep if sleep is None else sleep
         self._clock = clock
+        self._wall_clock = wall_clock
         self._random = random
+        self._pool = ClientPool(self._new_client)
 
     # ------------------------------------------------------------ construction
 
@@ -397,7 +290,7 @@ class ProviderModel(Model, abc.ABC):
                     for name, parameter in inspect.signature(klass.__init__).parameters.items()
                     if parameter.kind is inspect.Parameter.KEYWORD_ONLY
                 )
-        own -= {"settings", "retry", "sleep", "clock", "random"}
+        own -= {"settings", "retry", "sleep", "clock", "wall_clock", "random"}
         connection = {key: remaining.pop(key) for key in sorted(own) if key in remaining}
         sampling = {k: remaining.pop(k) for k in ModelSettings.__struct_fields__ if k in remaining}
         retry = {k: remaining.pop(k) for k in RetryPolicy.__struct_fields__ if k in remaining}
@@ -418,9 +311,17 @@ class ProviderModel(Model, abc.ABC):
 
     # ------------------------------------------------------------ the protocol hooks
 
-    @abc.abstractmethod
-    def _client(self, api_key: str) -> Any:
-        """A fresh SDK client (an async context manager that closes it)."""
+    def _new_client(self, api_key: str) -> Any:
+        """A new pooled SDK client (built by the pool, once per event loop and key)."""
+        factory = getattr(self._sdk, self.sdk_client)
+        return factory(
+            api_key=api_key,
+            base_url=self._resolve_base_url(),
+            timeout=self.timeout,
+            max_retries=0,
+            default_headers=self._headers or None,
+            http_client=http_client(self._sdk),
+        )
 
     @abc.abstractmethod
     async def _request_once(
@@ -440,48 +341,50 @@ class ProviderModel(Model, abc.ABC):
         self, messages: Sequence[ModelMessage], params: ModelRequestParameters
     ) -> ModelResponse:
         """One turn, retried within :attr:`retry`. Raises a :class:`ProviderError` subclass."""
-        api_key = self._resolve_key()
-        started = self._clock()
-        retry = 0
+        attempts = _Attempts(self, self._resolve_key())
         while True:
             try:
-                async with self._client(api_key) as client:
-                    return await self._request_once(client, messages, params)
+                client = await self._pool.client(attempts.api_key)
+                return await self._request_once(client, messages, params)
             except Exception as error:
                 failure = self._classify(error)
-            await self._back_off(failure, retry, started, api_key)
-            retry += 1
+            await attempts.back_off(failure)
 
     async def request_stream(
         self, messages: Sequence[ModelMessage], params: ModelRequestParameters
     ) -> AsyncIterator[ModelStreamEvent]:
-        """Stream one turn: text deltas, then the full response.
+        """Stream one turn: text and tool-call deltas, then the full response.
 
         Retried like :meth:`request` until the first event is yielded; a
         failure after that raises at once (the consumer already saw part of
-        the turn). Closing the iterator early closes the connection.
+        the turn). Closing the iterator early closes the response.
         """
-        api_key = self._resolve_key()
-        started = self._clock()
-        retry = 0
+        attempts = _Attempts(self, self._resolve_key())
         while True:
             yielded = False
             try:
-                async with self._client(api_key) as client:
-                    events = self._stream_once(client, messages, params)
-                    try:
-                        async for event in events:
-                            yielded = True
-                            yield event
-                    finally:
-                        await events.aclose()
+                client = await self._pool.client(attempts.api_key)
+                events = self._stream_once(client, messages, params)
+                try:
+                    async for event in events:
+                        yielded = True
+                        yield event
+                finally:
+                    await events.aclose()
                 return
             except Exception as error:
                 failure = self._classify(error)
             if yielded:
-                raise self._error(failure, retry + 1, api_key)
-            await self._back_off(failure, retry, started, api_key)
-            retry += 1
+                raise attempts.error(failure)
+            await attempts.back_off(failure)
+
+    async def aclose(self) -> None:
+        """Close the pooled clients (idempotent; the model stays usable)."""
+        await self._pool.aclose()
+
+    def close(self) -> None:
+        """:meth:`aclose` for synchronous code (see :meth:`ClientPool.close`)."""
+        self._pool.close()
 
     # ------------------------------------------------------------ helpers
 
@@ -496,6 +399,7 @@ class ProviderModel(Model, abc.ABC):
                 provider=self.provider,
                 model=self.model_name,
                 env_var=self.env_var,
+                category="missing_api_key",
             )
         return key
 
@@ -512,39 +416,14 @@ class ProviderModel(Model, abc.ABC):
             raise error
         if isinstance(error, StreamError):
             return error.failure
-        failure = classify(self._sdk, error)
+        failure = classify(self._sdk, error, self._wall_clock())
         if failure is None:
             raise error
         return failure
 
-    def _error(self, failure: Failure, attempts: int, api_key: str) -> ProviderError:
-        fields: dict[str, Any] = {"provider": self.provider, "model": self.model_name}
-        if failure.status is not None:
-            fields["status"] = failure.status
-        if failure.kind in (ProviderRateLimited, ProviderServerError):
-            fields["attempts"] = attempts
-        message = redact(failure.message, (api_key,))
-        status = "" if failure.status is None else f" (HTTP {failure.status})"
-        return failure.kind(f"{self.name} request failed{status}: {message}", **fields)
-
-    async def _back_off(self, failure: Failure, retry: int, started: float, api_key: str) -> None:
-        """Sleep before the next attempt, or raise the typed error when it must not be retried."""
-        delay = self.retry.delay(retry, failure.retry_after, self._random())
-        if (
-            not failure.retryable
-            or retry >= self.retry.max_retries
-            or self._clock() - started + delay > self.retry.max_elapsed
-        ):
-            raise self._error(failure, retry + 1, api_key)
-        logger.warning(
-            "%s: %s, retrying in %.2fs (retry %d of %d)",
-            self.name,
-            redact(failure.message, (api_key,)),
-            delay,
-            retry + 1,
-            self.retry.max_retries,
-        )
-        await self._sleep(delay)
+    def secrets(self, api_key: str) -> tuple[str, ...]:
+        """Every configured secret: the key and each header value (for redaction)."""
+        return (api_key, *self._headers.values())
 
     def _sampling(self, renames: Mapping[str, str] | None = None) -> dict[str, Any]:
         """The given settings as request keyword arguments (``extra_body`` apart)."""
@@ -566,15 +445,70 @@ class ProviderModel(Model, abc.ABC):
         )
 
 
-def http_library(sdk: Any) -> Any | None:
-    """The HTTP library module (``httpx`` or ``httpx2``) the SDK's async client is built on."""
-    factory = getattr(sdk, "DefaultAsyncHttpxClient", None)
-    if factory is None:
-        return None
-    for klass in factory.__mro__:
-        if klass.__name__ == "AsyncClient":
-            return importlib.import_module(klass.__module__.split(".")[0])
-    return None
+class _Attempts:
+    """The retry state of one turn: attempts made, when they began, the last failure."""
+
+    def __init__(self, model: ProviderModel, api_key: str) -> None:
+        self.model = model
+        self.api_key = api_key
+        self.started = model._clock()
+        self.retry = 0
+        self.previous: Failure | None = None
+
+    def safe_text(self, failure: Failure) -> str:
+        status = "" if failure.status is None else f" (HTTP {failure.status})"
+        return f"{self.model.name} request failed: {failure.category}{status}"
+
+    def error(self, failure: Failure) -> ProviderError:
+        """The typed error for a final ``failure``; its raw text goes to DEBUG, redacted."""
+        model = self.model
+        fields: dict[str, Any] = {
+            "provider": model.provider,
+            "model": model.model_name,
+            "category": failure.category,
+        }
+        if failure.status is not None:
+            fields["status"] = failure.status
+        kind = failure.kind
+        if kind in (ProviderRateLimited, ProviderServerError):
+            fields["attempts"] = self.retry + 1
+        fields.update(failure.fields)
+        logger.debug(
+            "%s: %s; provider said: %s",
+            model.name,
+            failure.category,
+            redact(failure.detail, model.secrets(self.api_key)),
+        )
+        return kind(self.safe_text(failure), **fields)
+
+    async def back_off(self, failure: Failure) -> None:
+        """Sleep before the next attempt, or raise the typed error when it must not be retried."""
+        policy = self.model.retry
+        if failure.repeats_validation_error(self.previous):
+            # The server rejects this request itself: a third try would too.
+            failure = Failure("invalid_request", failure.status, detail=failure.detail)
+        delay = policy.delay(self.retry, failure.retry_after, self.model._random())
+        if (
+            not failure.retryable
+            or self.retry >= policy.max_retries
+            or self.model._clock() - self.started + delay > policy.max_elapsed
+        ):
+            raise self.error(failure)
+        logger.warning(
+            "%s, retrying in %.2fs (retry %d of %d)",
+            self.safe_text(failure),
+            delay,
+            self.retry + 1,
+            policy.max_retries,
+        )
+        logger.debug(
+            "%s: provider said: %s",
+            self.model.name,
+            redact(failure.detail, self.model.secrets(self.api_key)),
+        )
+        self.previous = failure
+        self.retry += 1
+        await self.model._sleep(delay)
 
 
 _TLS_CONTEXTS: dict[str, Any] = {}
@@ -584,8 +518,7 @@ _TLS_LOCK = threading.Lock()
 def http_client(sdk: Any) -> Any | None:
     """A new HTTP client for ``sdk`` that shares one TLS context per process, or ``None``.
 
-    Building a TLS context loads the CA bundle (about 50 ms); the SDK would
-    do it for every client, that is for every request here. The context is
+    Building a TLS context loads the CA bundle (about 50 ms); the context is
     built once, by the SDK's own HTTP library (``create_ssl_context``, which
     honours ``SSL_CERT_FILE``/``SSL_CERT_DIR`` as read at first use), and
     shared: contexts are safe to share between threads and loops. ``None``
@@ -606,13 +539,46 @@ def http_client(sdk: Any) -> Any | None:
         return None
 
 
-@contextlib.asynccontextmanager
-async def closing_client(client: Any) -> AsyncIterator[Any]:
-    """Yield ``client`` and close it (its HTTP pool) however the block ends."""
+async def open_stream(create: Any, body: dict[str, Any]) -> Any:
+    """The SDK stream of ``create`` called with ``body`` and ``stream=True``."""
+    return await create(**create_kwargs(create, {**body, "stream": True}))
+
+
+async def stream_events(stream: Any) -> AsyncGenerator[tuple[Any, Any], None]:
+    """``(type, event)`` for each event of a typed SDK stream, closing it however
+    iteration ends (use it under ``contextlib.aclosing``). An ``error`` event
+    raises :class:`StreamError`.
+    """
     try:
-        yield client
+        async for event in stream:
+            kind = get(event, "type")
+            if kind == "error":
+                raise StreamError.from_body(event)
+            yield kind, event
     finally:
-        await client.close()
+        await stream.close()
+
+
+# The keyword parameters of each SDK ``create`` function (``None``: it takes
+# ``**kwargs``): reading a signature costs about 0.3 ms, a tenth of a loopback turn.
+_PARAMETERS: dict[Any, frozenset[str] | None] = {}
+
+
+def _parameters(create: Any) -> frozenset[str] | None:
+    function = getattr(create, "__func__", create)
+    try:
+        return _PARAMETERS[function]
+    except KeyError:
+        pass
+    try:
+        known = inspect.signature(create).parameters
+    except (TypeError, ValueError):  # pragma: no cover - builtins have no signature
+        names = None
+    else:
+        variadic = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in known.values())
+        names = None if variadic else frozenset(known)
+    _PARAMETERS[function] = names
+    return names
 
 
 def create_kwargs(create: Any, body: dict[str, Any]) -> dict[str, Any]:
@@ -622,11 +588,8 @@ def create_kwargs(create: Any, body: dict[str, Any]) -> dict[str, Any]:
     setting it dropped or never had) travel in ``extra_body``, so the wire
     request is the same on every SDK version.
     """
-    try:
-        known = inspect.signature(create).parameters
-    except (TypeError, ValueError):  # pragma: no cover - builtins have no signature
-        return body
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in known.values()):
+    known = _parameters(create)
+    if known is None:
         return body
     kwargs: dict[str, Any] = {}
     extra: dict[str, Any] = {}
@@ -638,14 +601,3 @@ def create_kwargs(create: Any, body: dict[str, Any]) -> dict[str, Any]:
     if extra:
         kwargs["extra_body"] = {**extra, **kwargs.get("extra_body", {})}
     return kwargs
-
-
-def retry_text(content: str) -> str:
-    """What a retry prompt tells the model."""
-    return f"{content}\n\nFix the errors and try again."
-
-
-def get(obj: Any, name: str, default: Any = None) -> Any:
-    """``obj[name]`` for mappings, ``obj.name`` for SDK objects; ``default`` when absent/None."""
-    value = obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
-    return default if value is None else value

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from fake_provider_server import FakeProviderServer, ServerFactory
+from llmock_server import LLMock
 from provider_cases import CASES, ProviderCase
 
 
@@ -67,3 +68,19 @@ def server(new_server: ServerFactory) -> FakeProviderServer:
 def case(request: pytest.FixtureRequest) -> ProviderCase:
     found: ProviderCase = request.param
     return found
+
+
+@pytest.fixture(scope="session")
+def llmock_server() -> Iterator[LLMock]:
+    """One llmock subprocess for the session, stopped at its end."""
+    server = LLMock.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def llmock(llmock_server: LLMock) -> Iterator[LLMock]:
+    """The llmock server with no queued behaviour and an empty journal."""
+    llmock_server.reset()
+    yield llmock_server
+    llmock_server.reset()

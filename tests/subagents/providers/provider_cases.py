@@ -73,6 +73,8 @@ class ProviderCase:
     url_suffix: str
     tool_names: Callable[[dict[str, Any]], list[str]]
     tool_results: Callable[[dict[str, Any]], list[tuple[str, str]]]
+    #: Text found in the first SSE event of a stream's end (its terminal event and after).
+    terminal_marker: str = ""
 
     def reply(self, name: str) -> Reply:
         """The recorded JSON response ``name``."""
@@ -81,6 +83,12 @@ class ProviderCase:
     def reply_stream(self, name: str) -> Reply:
         """The recorded event stream ``name``."""
         return Reply.fixture(self.provider, name, stream=True)
+
+    def cut_stream(self, name: str) -> str:
+        """The recorded stream ``name`` without its terminal event and what follows."""
+        events = self.reply_stream(name).sse.split("\n\n")  # type: ignore[union-attr]
+        end = next(i for i, event in enumerate(events) if self.terminal_marker in event)
+        return "\n\n".join(events[:end]) + "\n\n"
 
     def base_url(self, server: FakeProviderServer) -> str:
         return server.url + self.url_suffix
@@ -115,6 +123,7 @@ CASES = [
         url_suffix="/v1",
         tool_names=_chat_tool_names,
         tool_results=_chat_tool_results,
+        terminal_marker='"finish_reason":"',
     ),
     ProviderCase(
         provider="openai-responses",
@@ -124,6 +133,7 @@ CASES = [
         url_suffix="/v1",
         tool_names=_responses_tool_names,
         tool_results=_responses_tool_results,
+        terminal_marker="event: response.completed",
     ),
     ProviderCase(
         provider="anthropic",
@@ -133,6 +143,7 @@ CASES = [
         url_suffix="",
         tool_names=_anthropic_tool_names,
         tool_results=_anthropic_tool_results,
+        terminal_marker="event: message_delta",
     ),
 ]
 

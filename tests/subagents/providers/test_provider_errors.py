@@ -141,17 +141,19 @@ async def test_the_public_endpoints_are_out_of_reach_in_tests(case: ProviderCase
         await AgentBuilder(model).build().run("hi")
 
 
-async def test_a_request_that_outlives_the_timeout_fails_without_retry(
+async def test_a_request_that_outlives_the_timeout_is_retried_within_the_bound(
     case: ProviderCase, server: FakeProviderServer
 ) -> None:
     sleep = RecordingSleep()
-    server.script(Reply(hang=True))
+    server.script(Reply(hang=True), Reply(hang=True))
+    model = case.model(server, sleep=sleep, timeout=0.2, retry=RetryPolicy(max_retries=1, jitter=0))
 
-    with pytest.raises(ProviderTimeout):
-        await AgentBuilder(case.model(server, sleep=sleep, timeout=0.2)).build().run("hi")
+    with pytest.raises(ProviderTimeout) as raised:
+        await AgentBuilder(model).build().run("hi")
 
-    assert len(server.requests) == 1
-    assert sleep.delays == []
+    assert raised.value.category == "timeout"
+    assert len(server.requests) == 2
+    assert sleep.delays == [0.5]
 
 
 async def test_a_refusal_is_content_refused_and_is_not_retried(
