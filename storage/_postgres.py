@@ -309,6 +309,14 @@ MIGRATIONS: tuple[Migration, ...] = (
         "attempt indexes: their own kernel table (the kernel moves the entries on open)",
         ("CREATE TABLE IF NOT EXISTS {schema}.{p}index (k bytea PRIMARY KEY, v bytea NOT NULL)",),
     ),
+    Migration(
+        4,
+        "checksummed values: the quarantine table (the kernel seals every value on open)",
+        (
+            "CREATE TABLE IF NOT EXISTS {schema}.{p}quarantine"
+            " (k bytea PRIMARY KEY, v bytea NOT NULL)",
+        ),
+    ),
 )
 """Every migration, in order. Append only: a released migration never changes."""
 
