@@ -53,6 +53,7 @@ from ._host._datadir import (
     resolve_data_dir,
     store_url_error,
     url_password,
+    write_token_file,
 )
 from ._host._trusted import TrustedAttempts
 
@@ -179,10 +180,7 @@ async def _serve_async(service: Any, args: argparse.Namespace) -> None:
     if token_file is None and service.data_dir is not None:
         token_file = Path(service.data_dir) / "http.token"
     if token_file is not None:
-        token_file.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(token)
+        write_token_file(token_file, token)
 
     def ready(url: str) -> None:
         line = {"listening": url, "token_file": str(token_file) if token_file else None}
