@@ -11,6 +11,7 @@ before handing it to LMDB (:func:`preflight`):
 - both meta pages must parse (magic, version, page size, flags) and the
   committed one (the higher txnid, as LMDB picks it) must point inside the
   file: its roots and last page below the file's page count;
+- the two meta pages must be the last two commits (:func:`_check_commit_order`);
 - a file shorter than its committed meta says, and (up to ``verify_bytes``)
   any file, is walked by py-lmdb's offline verifier (:func:`lmdb.verify.verify`,
   pure Python, never maps the file): every reachable page is sound and
@@ -19,6 +20,12 @@ before handing it to LMDB (:func:`preflight`):
 Every refusal is :class:`~storage.StoreRefused` with ``path``, ``reason`` and
 a one-line ``fix``. The format parsed is LMDB 0.9 on a 64-bit little-endian
 host (the one py-lmdb bundles); anything else is refused as foreign.
+
+What is left undetected: LMDB 0.9 meta pages carry no checksum, so a flip
+that turns the older meta's txnid into exactly the newer one's plus one (bit
+1 of an even/odd pair) while both name the same last page passes every rule,
+and LMDB then serves the previous commit. Every value it serves is still
+whole (sealed); what is lost is the last commit.
 """
 
 from __future__ import annotations
@@ -106,6 +113,8 @@ def committed_meta(path: str, size: int) -> Meta:
     if second is None or second.psize != psize:
         raise _refuse(path, f"{path} has a damaged meta page 1", "bad meta page")
     meta = second if second.txnid > first.txnid else first
+    older = first if meta is second else second
+    _check_commit_order(path, first, second, meta, older)
     pages = size // psize
     for other in (first, second):
         bad = [r for r in other.roots if r != P_INVALID and not 2 <= r <= other.last_pg]
@@ -114,6 +123,24 @@ def committed_meta(path: str, size: int) -> Meta:
     if meta.mapsize < (meta.last_pg + 1) * psize or meta.last_pg + 1 > pages + (1 << 20):
         raise _refuse(path, f"{path} has a damaged meta page {meta.pgno}", "bad meta page")
     return meta
+
+
+def _check_commit_order(path: str, first: Meta, second: Meta, meta: Meta, older: Meta) -> None:
+    """The two meta pages must be the last two commits: commit N writes slot
+    N % 2, so slot 0 holds an even txnid, slot 1 an odd one, they differ by
+    one (both 0 in a file never written), and the newer one's last page is
+    not below the older one's (LMDB 0.9 never gives pages back to the end of
+    the file). A bit flipped in a txnid otherwise makes LMDB serve the older
+    snapshot, silently losing the last commit."""
+    fresh = first.txnid == second.txnid == 0
+    ordered = first.txnid % 2 == 0 and second.txnid % 2 == 1 and meta.txnid - older.txnid == 1
+    if not fresh and not (ordered and meta.last_pg >= older.last_pg):
+        raise _refuse(
+            path,
+            f"{path} has damaged meta pages: they disagree about the last commit"
+            f" (txnids {first.txnid} and {second.txnid})",
+            "bad meta page",
+        )
 
 
 def _verify(path: str, size: int, needed: int) -> None:
