@@ -28,6 +28,24 @@ previous batch held, so N steady writers share one commit; a lone writer keeps
 the direct path. A full map aborts the batch and runs each function alone, so
 one that does not fit never fails one that does.
 
+Opening. Before LMDB maps ``data.mdb`` (once per path per process) the
+directory is checked with plain file I/O (:func:`storage._lmdbfile.preflight`):
+non-files where store files belong, a marker without a database, a zero-length
+or truncated file, damaged meta pages and (files up to ``verify_bytes``) any
+structural damage are :class:`~storage.StoreRefused`, so a damaged file is
+refused instead of killing the process with SIGBUS or an LMDB assertion. The
+directory is created 0700, ``data.mdb`` and ``lock.mdb`` 0600 (existing ones
+are narrowed to 0600). :class:`LmdbSessionStore` then checks the database's
+identity against the marker beside it (:mod:`storage._identity`) and writes
+the marker on first open.
+
+Disk errors: ENOSPC, EDQUOT and EFBIG are :class:`~storage.StorageFull`; EIO
+(and EAGAIN, EINTR, EBUSY) :class:`~storage.RetryableStorage`: LMDB aborts a
+transaction whose write or fsync failed before its meta page is written, so
+nothing of it is visible. (After a failed meta write LMDB marks the
+environment broken: later calls fail with :class:`~storage.Failed` until it is
+reopened.)
+
 Durability: ``sync=True`` (the default) makes every commit durable before
 ``write`` returns. ``sync=False`` trades that for speed (an OS crash may lose
 the last commits, never corrupt the file); it is for bulk set-up only.
@@ -835,6 +853,11 @@ class LmdbBackend:
     and retry transparently; without it the write fails with
     :class:`StorageFull` and nothing of it is written.
 
+    ``verify_bytes``: a ``data.mdb`` up to this size is walked by py-lmdb's
+    offline verifier before it is mapped (see the module docstring); larger
+    ones get the cheap checks only (marker, meta pages, size). Opening raises
+    :class:`~storage.StoreRefused` for a directory that cannot be mapped safely.
+
     Thread safety: every method may be called from any thread. ``write``
     functions may run on another caller's thread (the batching writer) and
     must not call back into a store. Failures are storage errors, never raw
@@ -1045,6 +1068,13 @@ class LmdbSessionStore(KernelStore):
     still checked and applied atomically. Several processes may open the same
     directory. :meth:`drain` waits for the writer to be idle; :meth:`close`
     releases this store's share of the environment.
+
+    Identity: the first open writes the store's identity (a uuid from ``ids``,
+    the creation time from ``clock``) into the database and then into the
+    marker ``store.marker`` beside ``data.mdb``. A later open whose database
+    is missing, empty, truncated or holds another identity than the marker is
+    :class:`~storage.StoreRefused` (``path``, ``reason``, ``fix``); nothing is
+    written to it. A lost marker is written again from the database.
     """
 
     def __init__(

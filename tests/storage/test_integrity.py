@@ -594,3 +594,37 @@ def test_os_errors_from_the_filesystem_are_mapped_the_same_way() -> None:
     assert isinstance(full, StorageFull)
     io = _map_error(OSError(errno.EIO, "Input/output error"), op="x", path="p")
     assert isinstance(io, RetryableStorage) and io.fields["errno"] == errno.EIO
+
+
+# -- every store ---------------------------------------------------------------------------
+
+
+def test_every_store_seals_its_values_and_the_check_finds_a_flip(
+    store: KernelStore, clock: ManualClock
+) -> None:
+    setup_session(store, clock)
+    mixed_attempt_states(store, clock)
+    assert storage.admin.check(store).ok
+    key = codec.attempt_key("subattempt_m2")
+    raw = store.raw_backend.read(lambda txn: txn.get("attempts", key))
+    assert raw is not None and intact("attempts", key, raw)
+    flipped = bytes([raw[0] ^ 0x04]) + raw[1:]
+    store.raw_backend.write(lambda txn: txn.put("attempts", key, flipped))
+    with pytest.raises(CorruptRecord) as info:
+        store.load_attempt("subattempt_m2")
+    assert (info.value.fields["table"], info.value.fields["key"]) == ("attempts", key)
+    assert store.load_attempt("subattempt_m1").attempt_id == "subattempt_m1"
+    report = storage.admin.check(store)
+    assert ("attempts", key, "checksum") in {(f.table, f.key, f.problem) for f in report.findings}
+
+
+def test_every_store_of_layout_2_is_sealed_when_the_kernel_opens_it(
+    store: KernelStore, clock: ManualClock
+) -> None:
+    setup_session(store, clock)
+    mixed_attempt_states(store, clock)
+    before = store.list_attempts(NS)
+    _as_layout_2(store)
+    migrated = KernelStore(store.raw_backend, clock=clock)
+    assert migrated.list_attempts(NS) == before
+    assert storage.admin.check(migrated).ok
