@@ -842,6 +842,18 @@ os.register_at_fork(
 # -- the backend -------------------------------------------------------------------------------
 
 
+def _make_private_dirs(path: str) -> None:
+    """Create ``path`` and every missing parent 0700 (``os.makedirs`` gives its
+    ``mode`` to the last one only): the store holds every prompt and output."""
+    if os.path.isdir(path):
+        return
+    parent = os.path.dirname(os.path.abspath(path))
+    if parent != path and not os.path.isdir(parent):
+        _make_private_dirs(parent)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+
+
 class LmdbBackend:
     """The :class:`~storage.Backend` on LMDB: named databases in one environment.
 
@@ -888,7 +900,7 @@ class LmdbBackend:
         self.tables: Sequence[str] = tuple(tables)
         self.sync = sync
         try:
-            os.makedirs(path, mode=0o700, exist_ok=True)
+            _make_private_dirs(os.fspath(path))
             self.path = os.path.realpath(path)
         except OSError as exc:
             raise Failed(
@@ -1008,7 +1020,7 @@ class LmdbBackend:
         entry = self._live()
         target = os.fspath(destination)
         try:
-            os.makedirs(target, mode=0o700, exist_ok=True)
+            _make_private_dirs(target)
             if os.listdir(target):
                 raise Failed("the backup directory is not empty", path=target)
             entry.gate.enter()

@@ -344,7 +344,10 @@ def prepare_data_dir(directory: Path) -> list[str]:
         st = os.stat(directory)
     except FileNotFoundError:
         try:
-            os.makedirs(directory, mode=0o700, exist_ok=True)
+            # Every missing level 0700 (makedirs would give the mode to the last only).
+            for level in reversed([directory, *directory.parents]):
+                if not level.exists():
+                    level.mkdir(mode=0o700, exist_ok=True)
         except OSError as exc:
             raise DataDirError(
                 f"cannot create data directory {directory}: {exc.strerror or exc}",
