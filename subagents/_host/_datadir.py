@@ -300,8 +300,7 @@ def open_store(
             )
         except StoreRefused as exc:
             raise DataDirCorrupt(
-                f"data directory {directory} does not hold a store this host can serve"
-                f" ({exc.message})",
+                f"data directory {directory} does not hold a valid store ({exc.message})",
                 path=str(directory),
                 fix=str(exc.fields.get("fix") or "move the damaged directory aside"),
             ) from None
