@@ -53,7 +53,11 @@ def check(store: KernelStore, *, repair: bool = False) -> CheckReport:
 
 def check_lmdb(path: str | os.PathLike[str], *, repair: bool = False) -> CheckReport:
     """Open the LMDB store in ``path`` with every open-time check at full depth,
-    then :func:`check` it. A refusal is returned as ``CheckReport.refused``."""
+    then :func:`check` it. A refusal is returned as ``CheckReport.refused``.
+
+    The open-time checks run when this process first opens ``path``; if it
+    already has the store open they ran then, and only the record check runs.
+    """
     try:
         store = LmdbSessionStore(path, auto_grow=True, verify_bytes=sys.maxsize)
     except CorruptRecord as exc:
