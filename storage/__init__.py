@@ -38,6 +38,7 @@ from ._errors import RunConflict as RunConflict
 from ._errors import StaleFence as StaleFence
 from ._errors import StorageFull as StorageFull
 from ._errors import StoreError as StoreError
+from ._errors import StoreRefused as StoreRefused
 from ._faultpoints import FAULT_ACTIONS as FAULT_ACTIONS
 from ._faultpoints import FAULT_POINTS as FAULT_POINTS
 from ._faultpoints import FaultSpecError as FaultSpecError
@@ -51,6 +52,7 @@ from ._faultpoints import reached_counts as reached_counts
 from ._faultpoints import reset_fault_counts as reset_fault_counts
 from ._faultpoints import reset_faults as reset_faults
 from ._faultpoints import wait_fired as wait_fired
+from ._identity import StoreIdentity as StoreIdentity
 from ._kernel import KernelStore as KernelStore
 from ._lmdb import LmdbBackend as LmdbBackend
 from ._lmdb import LmdbSessionStore as LmdbSessionStore
@@ -136,6 +138,8 @@ __all__ = [
     "StaleFence",
     "StorageFull",
     "StoreError",
+    "StoreIdentity",
+    "StoreRefused",
     "SystemClock",
     "TerminalCommit",
     "Txn",

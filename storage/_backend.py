@@ -48,8 +48,11 @@ class Backend(Protocol):
       thread than the caller's (a batching writer) and must not block on other
       store calls.
     - Backend failures are mapped to ``storage`` errors: ``StorageFull`` when
-      there is no room (nothing written), ``RetryableStorage`` for transient
-      failures, ``Failed`` otherwise.
+      there is no room (map or disk full, ENOSPC; nothing written),
+      ``RetryableStorage`` for transient failures (an I/O error that left
+      nothing written included), ``Failed`` otherwise.
+    - Values are stored exactly as given: the kernel seals them (a checksum,
+      :mod:`storage._sealed`) before they reach a backend.
     """
 
     tables: Sequence[str]

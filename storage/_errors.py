@@ -19,6 +19,7 @@ msgspec or the OS are always mapped here)::
         ├── RetryableStorage            transient: nothing was written, retry is safe
         ├── StorageFull                 the map is full; nothing was written
         ├── CorruptRecord               bytes on disk do not decode: fail closed
+        │   └── StoreRefused            the files contradict the store's identity or size
         └── Failed                      anything else (e.g. an unsupported drain)
 
 Errors carry structured keyword fields (``attempt_id``, ``owner``,
@@ -93,3 +94,12 @@ class CorruptRecord(StoreError):
 
 class Failed(StoreError):
     """Any other store failure, including an operation the store does not support."""
+
+
+class StoreRefused(CorruptRecord):
+    """The store's files contradict what the store knows about itself, so it is not
+    opened: its marker says it was initialised but the database is missing, empty,
+    truncated or another store's; the file is shorter than its own meta pages say;
+    or a non-file sits where a store file belongs. Fields: ``path``, ``reason``,
+    ``fix`` (one line saying what to do). A :class:`CorruptRecord`, so callers that
+    fail closed on damage already refuse it."""

@@ -31,7 +31,15 @@ index         ``Q`` namespace, expires_at, artifact_ref        size_bytes
 artifacts     artifact_ref                                     Artifact
 continuations attempt_id                                       ContinuationReceipt
 meta          ``b"schema_version"``                            :data:`STORE_SCHEMA_VERSION`
+meta          ``b"store_identity"``                            StoreIdentity
+quarantine    table, NUL, key                                  the bytes a repair moved aside
 ============= ================================================ =====================
+
+Checksums (layout 3): every value of every table is *sealed*
+(:mod:`storage._sealed`): stored with a CRC-32 over its table, key and bytes.
+The kernel runs on a :class:`~storage._sealed.SealedBackend` view, so a value
+that fails its check is :class:`CorruptRecord` naming its table and key and
+is never decoded; the other records keep being served.
 
 Why this layout: on LMDB every page a commit dirties is written before the
 fsync, so an operation should dirty as few pages as it can. The attempt indexes
@@ -64,7 +72,11 @@ i.e. its retained results; the aggregate artifact quota reads ``Q`` entries
 from now on (unexpired artifacts only).
 
 Schema: the ``meta`` marker holds :data:`STORE_SCHEMA_VERSION`, the version of
-this layout (record formats carry their own ``schema_version``). Opening a
+this layout (record formats carry their own ``schema_version``). The marker
+is itself sealed from layout 3 on (12 bytes; layouts 1 and 2 wrote 8 plain
+bytes), so it also says whether the values are. Opening a store of layout 1
+or 2 seals every value first (one write transaction, with the rest of the
+migration), then migrates the layout. Opening a
 store of layout 1 (every index in ``attempts``, ``G`` and ``C`` entries
 under their session's ``T`` prefix, a namespace-wide ``R`` index and a ``P``
 entry for every undelivered result) migrates it in one write transaction; a
@@ -97,7 +109,7 @@ from statemachines import (
 
 from . import _codec as codec
 from ._backend import Backend, Txn
-from ._clock import AnchoredClock, Clock
+from ._clock import AnchoredClock, Clock, IdSource, RandomIds
 from ._contract import SessionStore
 from ._digest import (
     continuation_cause,
@@ -122,8 +134,10 @@ from ._errors import (
     RunConflict,
     StaleFence,
     StoreError,
+    StoreRefused,
 )
 from ._faultpoints import instrument_backend
+from ._identity import FIX_MOVE_ASIDE, StoreIdentity, decode_identity, encode_identity
 from ._records import (
     ASYNC_SUBAGENT_RESULT,
     SCHEMA_VERSION,
@@ -141,6 +155,7 @@ from ._records import (
     SessionRecord,
     TerminalCommit,
 )
+from ._sealed import SEAL_BYTES, SealedTxn, raw_backend, seal, sealed, unseal
 
 T = TypeVar("T")
 
@@ -150,12 +165,14 @@ _U64 = struct.Struct(">Q")
 _IX = "index"
 """The table holding the attempt indexes (see the module docstring)."""
 
-STORE_SCHEMA_VERSION = 2
+STORE_SCHEMA_VERSION = 3
 """Version of the kernel's table layout, kept in ``meta``. 1: the attempt
 indexes in ``attempts``, live attempts and claims under their session's ``T``
 prefix, retained results in one namespace-wide ``R`` index beside a ``P`` entry
 per undelivered result. 2: the ``index`` table, namespace-wide ``G`` and ``C``
-ranges and session-local, flagged ``R`` entries (see the module docstring)."""
+ranges and session-local, flagged ``R`` entries (see the module docstring).
+3: every value sealed with its checksum, a store identity in ``meta``, the
+``quarantine`` table."""
 
 HOST_PROCESS_LOST = "host_process_lost"
 """``failure_category`` of an attempt whose owner lease expired before a terminal commit."""
@@ -167,6 +184,7 @@ _TERMINAL_EXEC = frozenset(EXECUTION.terminal)
 _LIVE_RUN = frozenset({RunStatus.ADMITTED, RunStatus.RUNNING})
 _DEAD_CONSUMER = frozenset({RunStatus.FAILED, RunStatus.CANCELLED})
 _META_SCHEMA = b"schema_version"
+_META_IDENTITY = b"store_identity"
 _V1_RETAIN = codec.INDEX + b"R"
 """Prefix of layout 1's namespace-wide retention index (migrated on open)."""
 
@@ -253,6 +271,7 @@ class KernelStore(SessionStore):
         "artifacts",
         "continuations",
         "meta",
+        "quarantine",
     )
 
     def __init__(
@@ -261,56 +280,72 @@ class KernelStore(SessionStore):
         *,
         clock: Clock | None = None,
         retention_seconds: float = 86400.0,
+        ids: IdSource | None = None,
+        expect_store_id: str | None = None,
     ) -> None:
         missing = sorted(set(self.TABLES) - set(backend.tables))
         if missing:
             raise Failed("backend lacks tables the kernel needs", tables=missing)
         if not retention_seconds > 0:
             raise ValueError("retention_seconds must be positive")
-        self._backend = instrument_backend(backend)
+        self._raw_backend = raw_backend(backend)
+        self._backend = instrument_backend(sealed(backend))
         self.clock: Clock = clock if clock is not None else AnchoredClock()
         self.retention_seconds = float(retention_seconds)
-        self._check_schema()
+        self.identity: StoreIdentity = self._open_layout(
+            ids if ids is not None else RandomIds(), expect_store_id
+        )
 
     @property
     def backend(self) -> Backend:
-        """The byte-level backend this store runs on (tests inject bytes through it)."""
+        """The backend this store runs on, as the kernel sees it: every value is
+        sealed on write and checked on read (tests inject bytes through it)."""
         return self._backend
 
-    def _check_schema(self) -> None:
-        """Stamp a fresh store with the layout version, migrate layout 1, refuse
-        any other version (:class:`CorruptRecord` naming the version found and
-        the one expected)."""
+    @property
+    def raw_backend(self) -> Backend:
+        """The backend under the checksums: values as stored, seals included."""
+        return self._raw_backend
 
-        def version_of(txn: Txn) -> int | None:
-            raw = txn.get("meta", _META_SCHEMA)
-            if raw is None:
-                return None
-            if len(raw) != _U64.size:
-                raise CorruptRecord("undecodable schema marker", table="meta", key=_META_SCHEMA)
-            (version,) = _U64.unpack(raw)
-            if version not in (1, STORE_SCHEMA_VERSION):
-                raise CorruptRecord(
-                    f"store schema_version {version} is not one this code can open"
-                    f" (expected {STORE_SCHEMA_VERSION})",
-                    table="meta",
-                    key=_META_SCHEMA,
-                    schema_version=version,
-                    expected_schema_version=STORE_SCHEMA_VERSION,
-                )
-            return int(version)
+    def _open_layout(self, ids: IdSource, expect_store_id: str | None) -> StoreIdentity:
+        """Stamp a fresh store with the layout version and its identity, migrate
+        layouts 1 and 2, refuse any other version (:class:`CorruptRecord` naming
+        the version found and the one expected). Returns the store's identity.
 
-        def fn(txn: Txn) -> None:
+        ``expect_store_id`` (the LMDB marker's) says the store exists already:
+        then a database without that identity is :class:`StoreRefused` and
+        nothing is written to it."""
+
+        def look(txn: Txn) -> tuple[int | None, bool, StoreIdentity | None]:
+            version, is_sealed = _layout_of(txn)
+            identity = _identity_of(txn) if is_sealed else None
+            _expect(identity, expect_store_id)
+            return version, is_sealed, identity
+
+        def fn(txn: Txn) -> StoreIdentity:
             # Decided again inside the write: another process may have done it.
-            version = version_of(txn)
-            if version == STORE_SCHEMA_VERSION:
-                return
+            version, is_sealed, identity = look(txn)
+            if version == STORE_SCHEMA_VERSION and identity is not None:
+                return identity
+            if not is_sealed:
+                _seal_every_value(txn, self.TABLES)
+            view = SealedTxn(txn)
             if version == 1:
-                self._migrate_from_1(txn)
-            txn.put("meta", _META_SCHEMA, _U64.pack(STORE_SCHEMA_VERSION))
+                self._migrate_from_1(view)
+            if identity is None:
+                identity = StoreIdentity(
+                    store_id=str(ids.uuid4()),
+                    layout=STORE_SCHEMA_VERSION,
+                    created_at=self.clock.now(),
+                )
+                view.put("meta", _META_IDENTITY, encode_identity(identity))
+            view.put("meta", _META_SCHEMA, _U64.pack(STORE_SCHEMA_VERSION))
+            return identity
 
-        if self.backend.read(version_of) != STORE_SCHEMA_VERSION:
-            self.backend.write(fn)
+        version, _, identity = self._raw_backend.read(look)
+        if version == STORE_SCHEMA_VERSION and identity is not None:
+            return identity
+        return self._raw_backend.write(fn)
 
     def _migrate_from_1(self, txn: Txn) -> None:
         """Layout 1 to 2: move every index entry from ``attempts`` to ``index``;
@@ -1561,6 +1596,79 @@ class KernelStore(SessionStore):
 
 
 # -- validation (pure) ---------------------------------------------------------------------
+
+
+def _layout_of(txn: Txn) -> tuple[int | None, bool]:
+    """The layout version in the raw ``meta`` marker and whether values are sealed.
+
+    Layouts 1 and 2 wrote the marker as 8 plain bytes and values unsealed;
+    from layout 3 on the marker is sealed too. No marker: a fresh store (its
+    tables must be empty; records without a marker are refused)."""
+    raw = txn.get("meta", _META_SCHEMA)
+    if raw is None:
+        for table in KernelStore.TABLES:
+            for k, _value in txn.scan(table):
+                raise CorruptRecord(
+                    "the store holds records but no layout marker",
+                    table="meta",
+                    key=_META_SCHEMA,
+                    first_record_table=table,
+                    first_record_key=k,
+                )
+        return None, True
+    is_sealed = len(raw) == _U64.size + SEAL_BYTES
+    if not is_sealed and len(raw) != _U64.size:
+        raise CorruptRecord("undecodable schema marker", table="meta", key=_META_SCHEMA)
+    (version,) = _U64.unpack(unseal("meta", _META_SCHEMA, raw) if is_sealed else raw)
+    if version not in ((1, 2, STORE_SCHEMA_VERSION) if is_sealed else (1, 2)):
+        raise CorruptRecord(
+            f"store schema_version {version} is not one this code can open"
+            f" (expected {STORE_SCHEMA_VERSION})",
+            table="meta",
+            key=_META_SCHEMA,
+            schema_version=version,
+            expected_schema_version=STORE_SCHEMA_VERSION,
+        )
+    return int(version), is_sealed
+
+
+def _identity_of(txn: Txn) -> StoreIdentity | None:
+    """The identity in the raw ``meta`` table (``None``: there is none yet)."""
+    raw = txn.get("meta", _META_IDENTITY)
+    if raw is None:
+        return None
+    identity = decode_identity(unseal("meta", _META_IDENTITY, raw))
+    if identity is None:
+        raise CorruptRecord("undecodable store identity", table="meta", key=_META_IDENTITY)
+    return identity
+
+
+def _expect(identity: StoreIdentity | None, expected: str | None) -> None:
+    """:class:`StoreRefused` unless the database holds the identity ``expected``."""
+    if expected is None or (identity is not None and identity.store_id == expected):
+        return
+    if identity is None:
+        raise StoreRefused(
+            f"the marker says store {expected} was created here,"
+            " but the database is empty or holds no store identity",
+            reason="identity missing",
+            store_id=expected,
+            fix=FIX_MOVE_ASIDE,
+        )
+    raise StoreRefused(
+        f"the database holds store {identity.store_id}, but the marker says store {expected}",
+        reason="another identity",
+        store_id=expected,
+        database_store_id=identity.store_id,
+        fix=FIX_MOVE_ASIDE,
+    )
+
+
+def _seal_every_value(txn: Txn, tables: Iterable[str]) -> None:
+    """Layout 2 to 3: seal every value in place (raw transaction)."""
+    for table in tables:
+        for k, value in list(txn.scan(table)):
+            txn.put(table, k, seal(table, k, value))
 
 
 def _from_layout_1_track(k: bytes) -> bytes:

@@ -28,6 +28,24 @@ previous batch held, so N steady writers share one commit; a lone writer keeps
 the direct path. A full map aborts the batch and runs each function alone, so
 one that does not fit never fails one that does.
 
+Opening. Before LMDB maps ``data.mdb`` (once per path per process) the
+directory is checked with plain file I/O (:func:`storage._lmdbfile.preflight`):
+non-files where store files belong, a marker without a database, a zero-length
+or truncated file, damaged meta pages and (files up to ``verify_bytes``) any
+structural damage are :class:`~storage.StoreRefused`, so a damaged file is
+refused instead of killing the process with SIGBUS or an LMDB assertion. The
+directory is created 0700, ``data.mdb`` and ``lock.mdb`` 0600 (existing ones
+are narrowed to 0600). :class:`LmdbSessionStore` then checks the database's
+identity against the marker beside it (:mod:`storage._identity`) and writes
+the marker on first open.
+
+Disk errors: ENOSPC, EDQUOT and EFBIG are :class:`~storage.StorageFull`; EIO
+(and EAGAIN, EINTR, EBUSY) :class:`~storage.RetryableStorage`: LMDB aborts a
+transaction whose write or fsync failed before its meta page is written, so
+nothing of it is visible. (After a failed meta write LMDB marks the
+environment broken: later calls fail with :class:`~storage.Failed` until it is
+reopened.)
+
 Durability: ``sync=True`` (the default) makes every commit durable before
 ``write`` returns. ``sync=False`` trades that for speed (an OS crash may lose
 the last commits, never corrupt the file); it is for bulk set-up only.
@@ -37,6 +55,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import errno
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -45,9 +64,11 @@ from typing import Any, Generic, TypeVar, cast
 import lmdb
 
 from ._backend import Txn
-from ._clock import Clock
-from ._errors import CorruptRecord, Failed, RetryableStorage, StorageFull, StoreError
+from ._clock import Clock, IdSource
+from ._errors import CorruptRecord, Failed, RetryableStorage, StorageFull, StoreError, StoreRefused
+from ._identity import FIX_MOVE_ASIDE, StoreIdentity, read_marker, write_marker
 from ._kernel import KernelStore
+from ._lmdbfile import DEFAULT_VERIFY_BYTES, preflight
 
 T = TypeVar("T")
 
@@ -85,16 +106,47 @@ _CORRUPT: tuple[type[BaseException], ...] = (
 )
 
 
+# errno values of a failed write or fsync. No room: StorageFull. An I/O error:
+# LMDB aborted the transaction before its meta page was written, so nothing of
+# it is visible and the call may be retried (the disk may be failing: the
+# error says so).
+_NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+_IO_ERRORS = frozenset({errno.EIO, errno.EAGAIN, errno.EINTR, errno.EBUSY})
+
+
+def _errno_of(exc: BaseException) -> int | None:
+    """The OS error number behind an lmdb or OS error (lmdb puts it in ``code``)."""
+    if isinstance(exc, OSError):
+        return exc.errno
+    code = getattr(exc, "code", None)
+    if isinstance(code, int) and code > 0:
+        return code
+    numbers = [a for a in getattr(exc, "args", ())[1:] if isinstance(a, int) and a > 0]
+    return numbers[0] if numbers else None
+
+
 def _map_error(exc: BaseException, *, op: str, path: str, **fields: Any) -> StoreError:
     """Map a lower-layer error (lmdb, OS) to the storage error tree."""
     if isinstance(exc, StoreError):
         return exc
     detail = f"{type(exc).__name__}: {exc}"
-    if isinstance(exc, lmdb.MapFullError | lmdb.TxnFullError):
+    number = _errno_of(exc)
+    if isinstance(exc, lmdb.MapFullError | lmdb.TxnFullError | lmdb.DiskError) or (
+        number in _NO_ROOM
+    ):
         return StorageFull(
-            f"LMDB {op}: no room in the map; nothing was written",
+            f"LMDB {op}: no room (map or disk full); nothing was written",
             path=path,
             cause=detail,
+            **fields,
+        )
+    if number in _IO_ERRORS:
+        return RetryableStorage(
+            f"LMDB {op}: I/O error ({errno.errorcode.get(number, number)});"
+            " nothing was written, the call may be retried",
+            path=path,
+            cause=detail,
+            errno=number,
             **fields,
         )
     if isinstance(exc, _CORRUPT):
@@ -310,7 +362,11 @@ class _Env:
             max_readers=max_readers,
             max_dbs=max_dbs,
             max_spare_txns=0,
+            # data.mdb and lock.mdb hold every prompt and output: owner only.
+            mode=0o600,
         )
+        # What the marker beside data.mdb said when this process first opened it.
+        self.marker: StoreIdentity | None = None
         self.dbs: dict[str, Any] = {}
         self.gate = _Gate()
         # The batching writer's state, guarded by ``mu``.
@@ -786,6 +842,18 @@ os.register_at_fork(
 # -- the backend -------------------------------------------------------------------------------
 
 
+def _make_private_dirs(path: str) -> None:
+    """Create ``path`` and every missing parent 0700 (``os.makedirs`` gives its
+    ``mode`` to the last one only): the store holds every prompt and output."""
+    if os.path.isdir(path):
+        return
+    parent = os.path.dirname(os.path.abspath(path))
+    if parent != path and not os.path.isdir(parent):
+        _make_private_dirs(parent)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+
+
 class LmdbBackend:
     """The :class:`~storage.Backend` on LMDB: named databases in one environment.
 
@@ -796,6 +864,11 @@ class LmdbBackend:
     write that finds the map full double it (up to ``max_map_size``, if given)
     and retry transparently; without it the write fails with
     :class:`StorageFull` and nothing of it is written.
+
+    ``verify_bytes``: a ``data.mdb`` up to this size is walked by py-lmdb's
+    offline verifier before it is mapped (see the module docstring); larger
+    ones get the cheap checks only (marker, meta pages, size). Opening raises
+    :class:`~storage.StoreRefused` for a directory that cannot be mapped safely.
 
     Thread safety: every method may be called from any thread. ``write``
     functions may run on another caller's thread (the batching writer) and
@@ -814,6 +887,7 @@ class LmdbBackend:
         auto_grow: bool = False,
         max_readers: int = DEFAULT_MAX_READERS,
         max_dbs: int | None = None,
+        verify_bytes: int = DEFAULT_VERIFY_BYTES,
     ) -> None:
         if not tables:
             raise Failed("an LMDB backend needs at least one table", path=str(path))
@@ -826,7 +900,7 @@ class LmdbBackend:
         self.tables: Sequence[str] = tuple(tables)
         self.sync = sync
         try:
-            os.makedirs(path, exist_ok=True)
+            _make_private_dirs(os.fspath(path))
             self.path = os.path.realpath(path)
         except OSError as exc:
             raise Failed(
@@ -840,6 +914,12 @@ class LmdbBackend:
                 entry = None
             if entry is None:
                 try:
+                    # Before LMDB maps the file: a truncated or damaged one is
+                    # refused here instead of killing the process.
+                    marker = preflight(self.path, verify_bytes=verify_bytes)
+                except OSError as exc:
+                    raise _map_error(exc, op="inspect", path=self.path) from exc
+                try:
                     entry = _Env(
                         self.path,
                         sync=sync,
@@ -851,6 +931,7 @@ class LmdbBackend:
                     )
                 except (lmdb.Error, OSError) as exc:
                     raise _map_error(exc, op="open", path=self.path) from exc
+                entry.marker = marker
                 _registry[self.path] = entry
             elif entry.sync != sync:
                 raise Failed(
@@ -917,6 +998,41 @@ class LmdbBackend:
         """The current map size in bytes."""
         return self._live()._map_size()
 
+    @property
+    def marker(self) -> StoreIdentity | None:
+        """The marker's identity when this process first opened the path (``None``: none)."""
+        return self._live().marker
+
+    def flush(self) -> None:
+        """Make every commit so far durable (a no-op cost with ``sync=True``)."""
+        entry = self._live()
+        try:
+            entry.env.sync(True)
+        except lmdb.Error as exc:
+            raise _map_error(exc, op="sync", path=self.path) from exc
+
+    def copy(self, destination: str | os.PathLike[str], *, compact: bool = True) -> None:
+        """Write a consistent copy of the environment to the directory
+        ``destination`` (created 0700; it must be empty), taken from one read
+        snapshot while writers go on (LMDB's ``mdb_env_copy2``; ``compact``
+        omits free pages). The copy has no marker: the store writes one when
+        it is opened."""
+        entry = self._live()
+        target = os.fspath(destination)
+        try:
+            _make_private_dirs(target)
+            if os.listdir(target):
+                raise Failed("the backup directory is not empty", path=target)
+            entry.gate.enter()
+            try:
+                entry.env.copy(target, compact=compact)
+            finally:
+                entry.gate.leave()
+            for name in os.listdir(target):
+                os.chmod(os.path.join(target, name), 0o600)
+        except (lmdb.Error, OSError) as exc:
+            raise _map_error(exc, op="copy", path=target) from exc
+
     def readers(self) -> str:
         """LMDB's reader table, for diagnostics."""
         return self._live().env.readers()
@@ -964,6 +1080,13 @@ class LmdbSessionStore(KernelStore):
     still checked and applied atomically. Several processes may open the same
     directory. :meth:`drain` waits for the writer to be idle; :meth:`close`
     releases this store's share of the environment.
+
+    Identity: the first open writes the store's identity (a uuid from ``ids``,
+    the creation time from ``clock``) into the database and then into the
+    marker ``store.marker`` beside ``data.mdb``. A later open whose database
+    is missing, empty, truncated or holds another identity than the marker is
+    :class:`~storage.StoreRefused` (``path``, ``reason``, ``fix``); nothing is
+    written to it. A lost marker is written again from the database.
     """
 
     def __init__(
@@ -976,6 +1099,8 @@ class LmdbSessionStore(KernelStore):
         auto_grow: bool = False,
         max_map_size: int | None = None,
         retention_seconds: float = 86400.0,
+        ids: IdSource | None = None,
+        verify_bytes: int = DEFAULT_VERIFY_BYTES,
     ) -> None:
         backend = LmdbBackend(
             path,
@@ -984,13 +1109,49 @@ class LmdbSessionStore(KernelStore):
             map_size=map_size,
             auto_grow=auto_grow,
             max_map_size=max_map_size,
+            verify_bytes=verify_bytes,
         )
         try:
-            super().__init__(backend, clock=clock, retention_seconds=retention_seconds)
+            marker = backend.marker
+            try:
+                super().__init__(
+                    backend,
+                    clock=clock,
+                    retention_seconds=retention_seconds,
+                    ids=ids,
+                    expect_store_id=None if marker is None else marker.store_id,
+                )
+            except StoreRefused as exc:
+                raise StoreRefused(
+                    f"{exc.message} ({backend.path})",
+                    **{**exc.fields, "path": backend.path},
+                ) from None
+            if marker is None:
+                self._write_marker(backend)
         except BaseException:
             backend.close()
             raise
         self.lmdb_backend = backend
+
+    def _write_marker(self, backend: LmdbBackend) -> None:
+        """Record beside data.mdb that this store exists, once the database that
+        holds its identity is durable (so the marker never names a store the
+        file does not hold). Another process may have written it meanwhile."""
+        backend.flush()
+        try:
+            found = read_marker(backend.path)
+            if found is None:
+                write_marker(backend.path, self.identity)
+            elif found.store_id != self.identity.store_id:
+                raise StoreRefused(
+                    f"the database holds store {self.identity.store_id}, but the marker"
+                    f" says store {found.store_id} ({backend.path})",
+                    path=backend.path,
+                    reason="another identity",
+                    fix=FIX_MOVE_ASIDE,
+                )
+        except OSError as exc:
+            raise _map_error(exc, op="write marker", path=backend.path) from exc
 
     def drain(self) -> None:
         """Return once every write submitted so far is committed (or failed)."""

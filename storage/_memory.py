@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
 from ._backend import Txn
-from ._clock import Clock
+from ._clock import Clock, IdSource
 from ._errors import Failed
 from ._kernel import KernelStore
 
@@ -172,10 +172,17 @@ class MemoryBackend:
 class MemorySessionStore(KernelStore):
     """The SessionStore contract in memory. Not durable; thread-safe.
 
-    ``drain()`` returns at once: no operation outlives its call.
+    ``drain()`` returns at once: no operation outlives its call. ``ids`` gives
+    the store's identity (default :class:`~storage.RandomIds`).
     """
 
-    def __init__(self, *, clock: Clock | None = None, retention_seconds: float = 86400.0) -> None:
+    def __init__(
+        self,
+        *,
+        clock: Clock | None = None,
+        retention_seconds: float = 86400.0,
+        ids: IdSource | None = None,
+    ) -> None:
         super().__init__(
-            MemoryBackend(self.TABLES), clock=clock, retention_seconds=retention_seconds
+            MemoryBackend(self.TABLES), clock=clock, retention_seconds=retention_seconds, ids=ids
         )

@@ -88,7 +88,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._backend import Txn
-from ._clock import Clock
+from ._clock import Clock, IdSource
 from ._errors import Failed, RetryableStorage, StorageFull, StoreError
 from ._kernel import KernelStore
 
@@ -308,6 +308,14 @@ MIGRATIONS: tuple[Migration, ...] = (
         3,
         "attempt indexes: their own kernel table (the kernel moves the entries on open)",
         ("CREATE TABLE IF NOT EXISTS {schema}.{p}index (k bytea PRIMARY KEY, v bytea NOT NULL)",),
+    ),
+    Migration(
+        4,
+        "checksummed values: the quarantine table (the kernel seals every value on open)",
+        (
+            "CREATE TABLE IF NOT EXISTS {schema}.{p}quarantine"
+            " (k bytea PRIMARY KEY, v bytea NOT NULL)",
+        ),
     ),
 )
 """Every migration, in order. Append only: a released migration never changes."""
@@ -903,7 +911,8 @@ class PostgresSessionStore(KernelStore):
     :class:`PostgresClock` (database server time); tests pass a ManualClock.
     ``schema``: the PostgreSQL schema of the tables (several independent
     stores can share one database in different schemas). ``pool_size``: most
-    connections held. ``migrate``: apply missing migrations on open.
+    connections held. ``migrate``: apply missing migrations on open. ``ids``:
+    where the store's identity comes from when the kernel first writes it.
 
     Opening raises :class:`DriverMissing` without the ``postgres`` extra,
     :class:`~storage.RetryableStorage` when the server is unreachable.
@@ -923,6 +932,7 @@ class PostgresSessionStore(KernelStore):
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         retention_seconds: float = 86400.0,
         migrate: bool = True,
+        ids: IdSource | None = None,
     ) -> None:
         backend = PostgresBackend(
             dsn,
@@ -939,6 +949,7 @@ class PostgresSessionStore(KernelStore):
                 backend,
                 clock=clock if clock is not None else PostgresClock(backend),
                 retention_seconds=retention_seconds,
+                ids=ids,
             )
         except BaseException:
             backend.close()

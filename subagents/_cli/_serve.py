@@ -22,7 +22,7 @@ from typing import Literal
 
 from .._host import HostConfig, HostService, open_host
 from .._host._config import resolve_bind
-from .._host._datadir import redact, url_password
+from .._host._datadir import redact, url_password, write_token_file
 from .._host._http import serve_http
 from .._host._stdio import serve_stdio
 from ._common import add_config_option, host_config, port, positive
@@ -129,10 +129,7 @@ def _write_token(
     if path is None and service.data_dir is not None:
         path = Path(service.data_dir) / "http.token"
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(token)
+        write_token_file(path, token)
     return path
 
 

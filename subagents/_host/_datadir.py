@@ -1,10 +1,19 @@
 """Opening a host's store: a data directory (LMDB) or a PostgreSQL database.
 
-Layout of a data directory::
+Layout of a data directory (created 0700; every file 0600, only the owner
+can read the prompts and outputs it holds)::
 
     host.lock     held (flock) by the one host serving it; holds its pid
-    lmdb/         the SessionStore and the host's event tables (one LMDB environment)
-    http.token    the bearer token of ``serve --http`` (mode 0600)
+    lmdb/         the SessionStore and the host's event tables (one LMDB environment),
+                  with its marker ``store.marker`` beside ``data.mdb``
+    http.token    the bearer token of ``serve --http`` (:func:`write_token_file`)
+
+Opening an existing directory that others can read logs a warning (and lists
+it in :attr:`OpenedStore.warnings`). A directory, symlink or other non-file
+where ``host.lock`` belongs is :class:`DataDirCorrupt`. A store the storage
+layer refuses (:class:`storage.StoreRefused`: marker without database,
+truncated or damaged file, another store's database) is
+:class:`DataDirCorrupt` carrying the storage layer's own ``fix``.
 
 A directory served by a live host is *busy* (:class:`DataDirBusy`) unless the
 second host asks to share it (``shared=True``: several hosts, each with its
@@ -25,9 +34,12 @@ the transient case), whose messages never contain the password
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
+import logging
 import os
 import re
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -40,12 +52,15 @@ from storage import (
     RetryableStorage,
     SessionStore,
     StoreError,
+    StoreRefused,
 )
 
 from ._config import HostConfig
 from ._eventlog import EventLog, LmdbEventLog, MemoryEventLog, PostgresEventLog
 
 DEFAULT_DATA_DIR = ".subagents"
+
+log = logging.getLogger("subagents.host")
 
 
 class DataDirError(SubagentsError):
@@ -131,13 +146,54 @@ def redact(text: str, url: str) -> str:
     return text
 
 
+def _open_private(path: Path, what: str, flags: int) -> int:
+    """Open the regular file ``path`` (created 0600) without following a symlink;
+    :class:`DataDirCorrupt` when something else is in its place."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
+    except OSError as exc:
+        if exc.errno not in (errno.EISDIR, errno.ELOOP, errno.ENXIO):
+            raise DataDirError(
+                f"cannot open the {what} {path}: {exc.strerror or exc}",
+                path=str(path.parent),
+                fix="check the data directory's permissions, or pass another --data-dir",
+            ) from None
+        fd = -1
+    if fd >= 0:
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode):
+            if stat.S_IMODE(st.st_mode) & 0o077:
+                with contextlib.suppress(OSError):
+                    os.fchmod(fd, 0o600)
+            return fd
+        os.close(fd)
+    kind = "cannot be opened"
+    with contextlib.suppress(OSError):
+        mode = os.lstat(path).st_mode
+        kind = (
+            "is a directory"
+            if stat.S_ISDIR(mode)
+            else "is a symlink"
+            if stat.S_ISLNK(mode)
+            else "is not a regular file"
+        )
+    raise DataDirCorrupt(
+        f"the {what} {path} {kind}",
+        path=str(path.parent),
+        fix=f"remove {path} (the host creates it again), or pass another --data-dir",
+    )
+
+
 class DataDirLock:
-    """An exclusive lock on ``<data_dir>/host.lock``, released on close or process death."""
+    """An exclusive lock on ``<data_dir>/host.lock``, released on close or process death.
+
+    :class:`DataDirBusy` when a live host holds it; :class:`DataDirCorrupt`
+    when ``host.lock`` is a directory, a symlink or another non-file."""
 
     def __init__(self, directory: Path) -> None:
         self.path = directory / "host.lock"
         self._fd: int | None = None
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = _open_private(self.path, "lock file", os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -168,7 +224,7 @@ def is_busy(directory: Path) -> bool:
     path = directory / "host.lock"
     if not path.exists():
         return False
-    fd = os.open(path, os.O_RDWR)
+    fd = _open_private(path, "lock file", os.O_RDWR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -179,7 +235,10 @@ def is_busy(directory: Path) -> bool:
 
 
 class OpenedStore:
-    """A store, its event log and how to release them (in order)."""
+    """A store, its event log and how to release them (in order).
+
+    ``warnings``: what opening found worth telling the operator (each also logged).
+    """
 
     def __init__(
         self,
@@ -188,12 +247,15 @@ class OpenedStore:
         name: str,
         data_dir: str | None,
         closers: list[Callable[[], None]],
+        *,
+        warnings: list[str] | None = None,
     ) -> None:
         self.store = store
         self.events = events
         self.name = name
         self.data_dir = data_dir
         self.closers = closers
+        self.warnings: list[str] = list(warnings or [])
 
     def close(self) -> None:
         for closer in self.closers:
@@ -226,14 +288,7 @@ def open_store(
     if directory is None:
         memory = MemorySessionStore(retention_seconds=retention_seconds)
         return OpenedStore(memory, MemoryEventLog(), "memory", None, [memory.close])
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise DataDirError(
-            f"cannot create data directory {directory}: {exc.strerror or exc}",
-            path=str(directory),
-            fix="pass a writable --data-dir",
-        ) from None
+    warnings = prepare_data_dir(directory)
     closers: list[Callable[[], None]] = []
     held: DataDirLock | None = None
     if lock and not shared:
@@ -243,6 +298,12 @@ def open_store(
             store = LmdbSessionStore(
                 directory / "lmdb", retention_seconds=retention_seconds, auto_grow=True
             )
+        except StoreRefused as exc:
+            raise DataDirCorrupt(
+                f"data directory {directory} does not hold a valid store ({exc.message})",
+                path=str(directory),
+                fix=str(exc.fields.get("fix") or "move the damaged directory aside"),
+            ) from None
         except CorruptRecord as exc:
             raise DataDirCorrupt(
                 f"data directory {directory} does not hold a valid store ({exc.message})",
@@ -271,7 +332,83 @@ def open_store(
     closers = [events.close, store.close]
     if held is not None:
         closers.append(held.close)
-    return OpenedStore(store, events, "lmdb", str(directory), closers)
+    return OpenedStore(store, events, "lmdb", str(directory), closers, warnings=warnings)
+
+
+def prepare_data_dir(directory: Path) -> list[str]:
+    """Create ``directory`` (0700, parents too) or inspect the existing one; return
+    the warnings to give (each also logged): an existing directory that group or
+    others can read. Raises :class:`DataDirError` when it cannot be created."""
+    try:
+        st = os.stat(directory)
+    except FileNotFoundError:
+        try:
+            # Every missing level 0700 (makedirs would give the mode to the last only).
+            for level in reversed([directory, *directory.parents]):
+                if not level.exists():
+                    level.mkdir(mode=0o700, exist_ok=True)
+        except OSError as exc:
+            raise DataDirError(
+                f"cannot create data directory {directory}: {exc.strerror or exc}",
+                path=str(directory),
+                fix="pass a writable --data-dir",
+            ) from None
+        return []
+    except OSError as exc:
+        raise DataDirError(
+            f"cannot use data directory {directory}: {exc.strerror or exc}",
+            path=str(directory),
+            fix="pass a readable --data-dir",
+        ) from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise DataDirError(
+            f"data directory {directory} is not a directory",
+            path=str(directory),
+            fix="pass a directory as --data-dir",
+        )
+    if stat.S_IMODE(st.st_mode) & 0o044:
+        message = (
+            f"data directory {directory} can be read by other users"
+            f" (mode {stat.S_IMODE(st.st_mode):04o}); it holds every prompt and output:"
+            f" chmod 700 {directory}"
+        )
+        log.warning("%s", message)
+        return [message]
+    return []
+
+
+def write_token_file(path: Path, token: str) -> None:
+    """Write the bearer token to ``path``, readable by the owner only (0600).
+
+    The token goes to a new file created with ``O_EXCL|O_NOFOLLOW`` beside
+    ``path`` and is renamed over it, so an existing token file of any mode is
+    replaced by a private one, and nothing is ever written through a symlink.
+    A symlink or other non-file at ``path`` is refused (:class:`DataDirError`):
+    replacing it could break what the link was meant for. The parent directory
+    is created 0700 when missing.
+    """
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        mode = os.lstat(path).st_mode
+        if not stat.S_ISREG(mode):
+            raise DataDirError(
+                f"the token file {path} is "
+                + ("a symlink" if stat.S_ISLNK(mode) else "not a regular file"),
+                path=str(path),
+                fix=f"remove {path}, or pass another --token-file",
+            )
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(temp)
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(token)
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
 
 
 def open_store_url(

@@ -81,14 +81,14 @@ def test_db_migrate_applies_every_migration_once_and_status_reports_it(tmp_path:
         assert "schema version 0" in before.stdout
         first = run_cli("db", "migrate", "--store", url)
         assert first.returncode == 0, first.stderr
-        assert "applied migrations: 1, 2, 3" in first.stdout
+        assert "applied migrations: 1, 2, 3, 4" in first.stdout
         config = tmp_path / "host.toml"
         config.write_text(f'[host]\nstore = "{url}"\n[profiles.default]\nmodel_id = "test:echo"\n')
         again = run_cli("db", "migrate", "--config", str(config))
         assert again.returncode == 0, again.stderr
         assert "applied migrations: none (up to date)" in again.stdout
         status = run_cli("db", "status", "--store", url)
-        assert "schema version 3 (latest 3)" in status.stdout
+        assert "schema version 4 (latest 4)" in status.stdout
 
 
 def test_attempts_list_show_and_cancel_work_on_a_postgresql_store() -> None:

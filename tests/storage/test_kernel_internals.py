@@ -449,12 +449,13 @@ def test_a_layout_1_store_is_migrated_when_opened_and_keeps_every_index(
     assert {k[len(codec.track_prefix(NS, SESSION))] for k in old} == {ord("G"), ord("C"), ord("P")}
     migrated = KernelStore(store.backend, clock=clock)
     assert tables(migrated) == expected
-    assert expected["meta"] == [(b"schema_version", (2).to_bytes(8, "big"))]
+    assert expected["meta"][0] == (b"schema_version", STORE_SCHEMA_VERSION.to_bytes(8, "big"))
+    assert [k for k, _ in expected["meta"]] == [b"schema_version", b"store_identity"]
     assert KernelStore(store.backend, clock=clock) is not None  # opening again is a no-op
     assert tables(migrated) == expected
 
 
-@pytest.mark.parametrize("version", [0, 3])
+@pytest.mark.parametrize("version", [0, 4])
 def test_a_store_of_another_layout_is_refused_naming_the_versions(
     store: MemorySessionStore, clock: ManualClock, version: int
 ) -> None:
@@ -462,7 +463,7 @@ def test_a_store_of_another_layout_is_refused_naming_the_versions(
     with pytest.raises(CorruptRecord) as info:
         KernelStore(store.backend, clock=clock)
     assert info.value.schema_version == version
-    assert info.value.expected_schema_version == STORE_SCHEMA_VERSION == 2
+    assert info.value.expected_schema_version == STORE_SCHEMA_VERSION == 3
 
 
 # -- delivery ---------------------------------------------------------------------------------

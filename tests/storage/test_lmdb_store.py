@@ -370,7 +370,7 @@ def test_a_data_file_that_is_not_lmdb_fails_closed_on_open(opened: Opened) -> No
     (opened.path / "data.mdb").write_bytes(b"\x5a" * 65536)
     with pytest.raises(CorruptRecord) as raised:
         opened.backend()
-    assert raised.value.fields["path"] == str(opened.path.resolve())
+    assert raised.value.fields["path"] == str(opened.path.resolve() / "data.mdb")
     assert str(opened.path.resolve()) not in _registry
 
 
