@@ -1,19 +1,29 @@
-"""``subagents db migrate | status``: the PostgreSQL store's schema.
+"""``subagents db migrate | status | check | backup``: a store's schema and integrity.
 
 ``migrate`` applies every missing migration (idempotent, safe with live hosts);
-``status`` prints the schema version. The store is ``--store`` or the config's
-``host.store``; its password never reaches the output.
+``status`` prints the schema version (PostgreSQL). ``check`` verifies every
+record's checksum and every index entry of an LMDB data directory
+(``--data-dir``) or a PostgreSQL store, and with ``--repair`` quarantines
+unreadable values and rebuilds the indexes; it exits 1 when something is wrong.
+``backup DEST`` writes a consistent online copy of a data directory's store
+(``check`` accepts it); for PostgreSQL it prints the ``pg_dump`` command. A
+PostgreSQL store is ``--store`` or the config's ``host.store``; its password
+never reaches the output.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
-from storage import StoreError
+import msgspec
+
+from storage import KernelStore, StoreError
 from storage._postgres import LATEST_VERSION, migrate, schema_version
+from storage.admin import CheckReport, backup, check, check_lmdb, postgres_backup_command
 
-from .._host._datadir import check_store_url, mask_url, store_url_error
+from .._host._datadir import check_store_url, mask_url, open_store_url, store_url_error
 from ._common import CliError, add_config_option, config_path, host_config
 
 
@@ -50,12 +60,79 @@ def manage_schema(action: str, store: str | None, config_file: str | None, schem
     return 0
 
 
+def _print_report(report: CheckReport, where: str, as_json: bool) -> int:
+    """The report on stdout (one JSON document with ``--json``); 0 when ok, else 1."""
+    if as_json:
+        document = msgspec.to_builtins(report)
+        document["findings"] = [finding.describe() for finding in report.findings]
+        document["ok"] = report.ok
+        sys.stdout.write(msgspec.json.encode(document).decode() + "\n")
+        return 0 if report.ok else 1
+    if report.refused is not None:
+        sys.stdout.write(f"{where}: refused: {report.refused}\n")
+        return 1
+    for finding in report.findings:
+        sys.stdout.write(f"  {finding.describe()}\n")
+    if report.repaired:
+        sys.stdout.write(
+            f"repaired: {report.quarantined} value(s) quarantined, "
+            f"{report.index_rewritten} index entr(ies) rewritten\n"
+        )
+    verdict = "ok" if report.ok else f"{len(report.findings)} problem(s)"
+    sys.stdout.write(
+        f"{where}: {report.records} records, {report.index_entries} index entries: {verdict}\n"
+    )
+    return 0 if report.ok else 1
+
+
+def check_data(args: argparse.Namespace) -> int:
+    """``db check``: the data directory's LMDB store, else the PostgreSQL store."""
+    if args.data_dir:
+        report = check_lmdb(Path(args.data_dir) / "lmdb", repair=args.repair)
+        return _print_report(report, str(args.data_dir), args.json)
+    url = _url(args.store, args.config)
+    try:
+        opened = open_store_url(url, schema=args.schema, migrate=False)
+    except StoreError as exc:
+        raise store_url_error(exc, url) from None
+    try:
+        store = opened.store
+        if not isinstance(store, KernelStore):  # every store the host opens is one
+            raise CliError(f"{mask_url(url)} cannot be checked", "report this as a bug")
+        report = check(store, repair=args.repair)
+    finally:
+        opened.close()
+    return _print_report(report, mask_url(url), args.json)
+
+
+def backup_data(args: argparse.Namespace) -> int:
+    """``db backup DEST``: an online copy of the data directory's store, or the pg_dump line."""
+    if args.data_dir:
+        # DEST becomes a data directory of its own: serve it, or check it, with --data-dir DEST.
+        destination = Path(args.destination)
+        destination.mkdir(mode=0o700, parents=True, exist_ok=True)
+        backup(Path(args.data_dir) / "lmdb", destination / "lmdb")
+        sys.stdout.write(
+            f"backup written to {destination} "
+            f"(check it: subagents db check --data-dir {destination})\n"
+        )
+        return 0
+    url = _url(args.store, args.config)
+    command = postgres_backup_command(url, args.destination, schema=args.schema)
+    sys.stdout.write(f"a PostgreSQL store is backed up with pg_dump; run:\n  {command}\n")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.db_command == "check":
+        return check_data(args)
+    if args.db_command == "backup":
+        return backup_data(args)
     return manage_schema(args.db_command, args.store, args.config, args.schema)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    db = sub.add_parser("db", help="the PostgreSQL store's schema")
+    db = sub.add_parser("db", help="a store's schema (PostgreSQL), integrity and backups")
     db.set_defaults(handler=run)
     dsub = db.add_subparsers(dest="db_command", required=True, metavar="ACTION")
     for action, text in (
@@ -65,4 +142,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         p = dsub.add_parser(action, help=text)
         add_config_option(p)
         p.add_argument("--store", metavar="URL", help="postgresql://... (default: host.store)")
+        p.add_argument("--schema", default="public", help="PostgreSQL schema (default: public)")
+    check_parser = dsub.add_parser("check", help="verify every record and index entry")
+    backup_parser = dsub.add_parser("backup", help="a consistent online copy of the store")
+    backup_parser.add_argument(
+        "destination", metavar="DEST", help="a new data directory (an LMDB copy under DEST/lmdb)"
+    )
+    check_parser.add_argument(
+        "--repair", action="store_true", help="quarantine unreadable values, rebuild the indexes"
+    )
+    check_parser.add_argument("--json", action="store_true", help="one JSON document")
+    for p in (check_parser, backup_parser):
+        add_config_option(p)
+        where = p.add_mutually_exclusive_group()
+        where.add_argument("--data-dir", help="the host's data directory (LMDB)")
+        where.add_argument("--store", metavar="URL", help="postgresql://... (default: host.store)")
         p.add_argument("--schema", default="public", help="PostgreSQL schema (default: public)")
