@@ -30,6 +30,8 @@ from rich.table import Table
 import properties
 from properties._skew import run_clock_cases
 
+from ._corruption import ACCEPTABLE, HOST_PROBE, run_corpus
+from ._corruption import summary as corruption_summary
 from ._crash import run_crash_cycles
 from ._hostile import run_hostile_corpus
 from ._load import run_load
@@ -285,6 +287,33 @@ def load_section(report: Any) -> Section:
     )
 
 
+MIN_CORRUPTION_CASES = 40
+"""The corpus must try at least this many damaged stores, or the section is a violation."""
+
+
+def corruption_section(outcomes: Sequence[Any], seconds: float) -> Section:
+    """Damaged LMDB data directories, each opened by a fresh process as a host does:
+    refused with a typed error, served whole, or damage surfaced as ``CorruptRecord``;
+    any signal death, traceback or silent loss is a violation."""
+    verdicts = corruption_summary(outcomes)
+    violations = [
+        f"{o.case}: {o.verdict} ({o.detail})" for o in outcomes if o.verdict not in ACCEPTABLE
+    ]
+    if len(outcomes) < MIN_CORRUPTION_CASES:
+        violations.append(f"only {len(outcomes)} cases, want at least {MIN_CORRUPTION_CASES}")
+    categories: dict[str, int] = {}
+    for o in outcomes:
+        categories[o.category] = categories.get(o.category, 0) + 1
+    return Section(
+        name="corruption",
+        figures={"cases": len(outcomes), **verdicts},
+        violations=tuple(violations),
+        seconds=seconds,
+        columns=("category", "cases"),
+        rows=tuple((name, f"{count:,}") for name, count in sorted(categories.items())),
+    )
+
+
 def failed_section(name: str, exc: BaseException) -> Section:
     """A run that raised instead of reporting: always a violation, never a crash of the report."""
     return Section(name=name, figures={}, violations=(f"raised {type(exc).__name__}: {exc}",))
@@ -320,7 +349,8 @@ def run_sections(
 
 
 def harness_runners(budget: Budget, seed: int, workdir: Path) -> list[tuple[str, SectionRunner]]:
-    """The sections that drive real hosts: ``sigstop``, ``crash``, ``hostile``, ``load``."""
+    """The sections that drive real hosts or fresh processes: ``sigstop``, ``crash``,
+    ``hostile``, ``corruption``, ``load``."""
 
     def sigstop() -> Section:
         where = workdir / "sigstop"
@@ -351,7 +381,20 @@ def harness_runners(budget: Budget, seed: int, workdir: Path) -> list[tuple[str,
             )
         )
 
-    return [("sigstop", sigstop), ("crash", crash), ("hostile", hostile), ("load", load)]
+    def corruption() -> Section:
+        where = workdir / "corruption"
+        where.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        outcomes = run_corpus(where, probe=HOST_PROBE, seed=seed)
+        return corruption_section(outcomes, time.monotonic() - started)
+
+    return [
+        ("sigstop", sigstop),
+        ("crash", crash),
+        ("hostile", hostile),
+        ("corruption", corruption),
+        ("load", load),
+    ]
 
 
 def property_rows(

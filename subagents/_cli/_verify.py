@@ -23,7 +23,7 @@ from rich.table import Table
 
 from ._common import CliError
 
-REPORT_SECTIONS = ("properties", "clock", "sigstop", "crash", "hostile", "load")
+REPORT_SECTIONS = ("properties", "clock", "sigstop", "crash", "hostile", "corruption", "load")
 """The sections of ``--report``, in run order, each skippable with ``--skip``."""
 
 

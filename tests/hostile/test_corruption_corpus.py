@@ -1,4 +1,4 @@
-"""The corruption corpus (:mod:`storage._corpus`): every case, opened by a fresh process.
+"""The corruption corpus (:mod:`properties.reliability._corruption`), each case in a new process.
 
 Each case damages a copy of one pristine data directory; a new process opens
 it as a host does (:func:`subagents._host._datadir.open_store`: lock, store,
@@ -11,34 +11,18 @@ with values missing or changed as if it were whole.
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
-from storage._corpus import ACCEPTABLE, Outcome, cases, run_corpus, summary
+from properties.reliability._corruption import (
+    ACCEPTABLE,
+    HOST_PROBE,
+    Outcome,
+    cases,
+    run_corpus,
+    summary,
+)
 
 REPO = Path(__file__).resolve().parents[2]
-
-HOST_PROBE = (
-    sys.executable,
-    "-c",
-    "import json, sys\n"
-    "from pathlib import Path\n"
-    "from statemachines import SubagentsError\n"
-    "from storage._corpus import probe_store, refusal\n"
-    "from subagents._host._datadir import open_store\n"
-    "dd, expected, mode = sys.argv[1:4]\n"
-    "expected = json.loads(Path(expected).read_text())\n"
-    "try:\n"
-    "    opened = open_store(Path(dd))\n"
-    "except SubagentsError as exc:\n"
-    "    print(json.dumps(refusal(exc)))\n"
-    "    sys.exit(0)\n"
-    "try:\n"
-    "    store = opened.store\n"
-    "    print(json.dumps(probe_store(store, expected, full_disk=mode == 'full')))\n"
-    "finally:\n"
-    "    opened.close()\n",
-)
 
 
 def _report(outcomes: list[Outcome]) -> str:

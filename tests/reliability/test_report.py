@@ -13,6 +13,7 @@ import msgspec
 from rich.console import Console
 
 from properties.reliability import _report as rep
+from properties.reliability._corruption import Outcome
 from subagents._cli._verify import REPORT_SECTIONS
 
 CI = rep.BUDGETS["ci"]
@@ -127,8 +128,7 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
 
 
 def test_the_cli_refuses_to_skip_every_section() -> None:
-    sections = ("properties", "clock", "sigstop", "crash", "hostile", "load")
-    skips = [a for s in sections for a in ("--skip", s)]
+    skips = [a for s in REPORT_SECTIONS for a in ("--skip", s)]
     proc = _cli(*skips)
     assert proc.returncode == 2
     assert "every section is skipped" in proc.stderr
@@ -142,7 +142,7 @@ def test_the_cli_refuses_a_store_with_report() -> None:
 
 def test_every_harness_section_can_be_skipped_by_name(tmp_path: Path) -> None:
     names = [name for name, _ in rep.harness_runners(CI, 0, tmp_path)]
-    assert names == ["sigstop", "crash", "hostile", "load"]
+    assert names == ["sigstop", "crash", "hostile", "corruption", "load"]
     assert tuple(name for name, _ in rep.report_runners(CI, 0, tmp_path)) == REPORT_SECTIONS
     assert CI.sigstop_rounds >= 3
 
@@ -152,3 +152,28 @@ def test_a_seed_in_the_environment_that_is_not_an_integer_is_a_readable_error() 
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert "SUBAGENTS_VERIFY_SEED must be an integer, not 'abc'" in proc.stderr
+
+
+def _outcomes(count: int, *bad: str) -> list[Outcome]:
+    good = [
+        Outcome(case=f"case {n}", category="truncated", verdict="refused") for n in range(count)
+    ]
+    return good + [Outcome(case=f"bad {v}", category="data bit flip", verdict=v) for v in bad]
+
+
+def test_the_corruption_section_is_green_only_for_refused_whole_or_surfaced_cases() -> None:
+    green = rep.corruption_section(_outcomes(40), seconds=1.0)
+    assert green.violations == ()
+    assert green.figures["cases"] == 40 and green.figures["refused"] == 40
+    red = rep.corruption_section(_outcomes(40, "silent loss", "signal", "traceback"), 1.0)
+    assert [v.split(":")[0] for v in red.violations] == [
+        "bad silent loss",
+        "bad signal",
+        "bad traceback",
+    ]
+    assert red.figures["silent loss"] == red.figures["signal"] == red.figures["traceback"] == 1
+
+
+def test_a_corruption_corpus_of_fewer_than_40_cases_is_a_violation() -> None:
+    short = rep.corruption_section(_outcomes(39), seconds=1.0)
+    assert short.violations == ("only 39 cases, want at least 40",)

@@ -19,8 +19,9 @@ JSON line (:func:`probe_store`). The verdict of a case (:func:`verdict`):
 
 Only the first three are acceptable. The probe command is the caller's
 (``probe``): by default :data:`STORE_PROBE` opens the store with
-:class:`~storage.LmdbSessionStore`; a host-level probe opens the data
-directory as a host does and calls :func:`probe_store` on its store.
+:class:`~storage.LmdbSessionStore`; :data:`HOST_PROBE` opens the data
+directory as a host does and calls :func:`probe_store` on its store (what
+``subagents verify --report`` runs).
 """
 
 from __future__ import annotations
@@ -40,17 +41,16 @@ from typing import Any
 import lmdb
 import msgspec
 
-from statemachines import ExecutionStatus, RetentionStatus, RunStatus
-
-from ._backend import Txn
-from ._clock import ManualClock, SeededIds
-from ._digest import result_digest
-from ._errors import CorruptRecord, StorageFull, StoreError
-from ._identity import MARKER_NAME, StoreIdentity, write_marker
-from ._kernel import KernelStore
-from ._lmdb import LmdbSessionStore
-from ._lmdbfile import DATA_NAME, LOCK_NAME
-from ._records import (
+from statemachines import ExecutionStatus, RetentionStatus, RunStatus, SubagentsError
+from storage._backend import Txn
+from storage._clock import ManualClock, SeededIds
+from storage._digest import result_digest
+from storage._errors import CorruptRecord, StorageFull, StoreError
+from storage._identity import MARKER_NAME, StoreIdentity, write_marker
+from storage._kernel import KernelStore
+from storage._lmdb import LmdbSessionStore
+from storage._lmdbfile import DATA_NAME, LOCK_NAME
+from storage._records import (
     AdmissionLease,
     AttemptRecord,
     InputPart,
@@ -60,11 +60,23 @@ from ._records import (
     SessionRecord,
     TerminalCommit,
 )
+from subagents._host._datadir import open_store
 
 NAMESPACE = "ns-corpus"
 ACCEPTABLE = frozenset({"refused", "whole", "surfaced"})
-STORE_PROBE = (sys.executable, "-c", "from storage._corpus import probe_main; probe_main()")
+STORE_PROBE = (
+    sys.executable,
+    "-c",
+    "from properties.reliability._corruption import probe_main; probe_main()",
+)
 """Probe argv prefix: opens ``<dd>/lmdb`` with :class:`~storage.LmdbSessionStore`."""
+HOST_PROBE = (
+    sys.executable,
+    "-c",
+    "from properties.reliability._corruption import host_probe_main; host_probe_main()",
+)
+"""Probe argv prefix: opens the data directory as a host does
+(:func:`subagents._host._datadir.open_store`: lock, store, event log)."""
 
 Damage = Callable[[Path, random.Random, Path], None]
 """Damage a copy of the pristine data directory ``dd`` (``rng`` seeded per case;
@@ -475,6 +487,21 @@ def probe_main() -> None:
         print(json.dumps(probe_store(store, expected, full_disk=mode == "full")))
     finally:
         store.close()
+
+
+def host_probe_main() -> None:
+    """As :func:`probe_main`, but the data directory is opened as a host opens it."""
+    dd, expected_path, mode = sys.argv[1:4]
+    expected = json.loads(Path(expected_path).read_text())
+    try:
+        opened = open_store(Path(dd))
+    except SubagentsError as exc:
+        print(json.dumps(refusal(exc)))
+        return
+    try:
+        print(json.dumps(probe_store(opened.store, expected, full_disk=mode == "full")))  # type: ignore[arg-type]
+    finally:
+        opened.close()
 
 
 def refusal(exc: BaseException) -> dict[str, Any]:
