@@ -8,6 +8,8 @@ from actors import BackgroundSubagentError as BackgroundSubagentError
 from actors import BackgroundSubagentSupervisor as BackgroundSubagentSupervisor
 from actors import OwnerIdentity as OwnerIdentity
 from actors import SupervisorLimits as SupervisorLimits
+from statemachines import SubagentsError as SubagentsError
+from statemachines import SubagentsSignal as SubagentsSignal
 
 from ._agent import Agent as Agent
 from ._agent import AgentApp as AgentApp
@@ -73,10 +75,15 @@ from ._hooks import StaticCapabilityBundle as StaticCapabilityBundle
 from ._hooks import SubagentExecutionHook as SubagentExecutionHook
 from ._hooks import SubagentExecutionMetadata as SubagentExecutionMetadata
 from ._hooks import SubagentExecutionOutcome as SubagentExecutionOutcome
+from ._host import DataDirBusy as DataDirBusy
+from ._host import DataDirCorrupt as DataDirCorrupt
+from ._host import DataDirError as DataDirError
 from ._host import HostConfig as HostConfig
 from ._host import HostConfigError as HostConfigError
 from ._host import HostService as HostService
 from ._host import RpcError as RpcError
+from ._host import StoreUnreachable as StoreUnreachable
+from ._host import StoreUrlError as StoreUrlError
 from ._host import load_host_config as load_host_config
 from ._host import open_host as open_host
 from ._host import parse_host_config as parse_host_config
@@ -171,6 +178,9 @@ __all__ = [
     "CapabilityBundle",
     "ContentRefused",
     "ConversationId",
+    "DataDirBusy",
+    "DataDirCorrupt",
+    "DataDirError",
     "DelegateTool",
     "DeniedRequiredTool",
     "Dependencies",
@@ -217,6 +227,8 @@ __all__ = [
     "RunId",
     "StaticCapabilityBundle",
     "SteerSubagentTool",
+    "StoreUnreachable",
+    "StoreUrlError",
     "SubagentCapabilityInheritancePolicy",
     "SubagentConfig",
     "SubagentContextDelta",
@@ -241,6 +253,8 @@ __all__ = [
     "SubagentTask",
     "SubagentToolInheritanceError",
     "SubagentToolInheritancePolicy",
+    "SubagentsError",
+    "SubagentsSignal",
     "SupervisorLimits",
     "SystemPromptPart",
     "TaskId",

@@ -40,6 +40,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from statemachines import SubagentsError
 from storage import ASYNC_SUBAGENT_RESULT, AttemptRecord, RunRecord, StoreError
 
 from ._demo_models import GATES_ENV, register_demo_models
@@ -53,7 +54,7 @@ STEP_TIMEOUT = 20.0
 _TERMINAL = {"completed", "failed", "cancelled"}
 
 
-class DemoError(Exception):
+class DemoError(SubagentsError):
     """The demo could not finish: ``message`` and a ``fix``, printed as one line each."""
 
     def __init__(self, message: str, fix: str = "rerun with a fresh --data-dir") -> None:

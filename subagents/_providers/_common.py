@@ -40,6 +40,8 @@ from typing import Any, ClassVar
 
 import msgspec
 
+from statemachines import SubagentsError
+
 from .._errors import (
     AgentConfigError,
     MissingApiKey,
@@ -241,7 +243,7 @@ def _retry_after(response: Any) -> float | None:
     return None
 
 
-class StreamError(Exception):
+class StreamError(SubagentsError):
     """An error reported inside a successful response (a stream error event, a failed status).
 
     Raised by a protocol's parser and classified like an SDK error, so it is
@@ -584,7 +586,7 @@ _TLS_LOCK = threading.Lock()
 def http_client(sdk: Any) -> Any | None:
     """A new HTTP client for ``sdk`` that shares one TLS context per process, or ``None``.
 
-    Building a TLS context loads the CA bundle (about 50 ms); the SDK would
+    Building a TLS context parses the whole CA bundle; the SDK would
     do it for every client, that is for every request here. The context is
     built once, by the SDK's own HTTP library (``create_ssl_context``, which
     honours ``SSL_CERT_FILE``/``SSL_CERT_DIR`` as read at first use), and
