@@ -54,10 +54,10 @@ from storage import (
     ResultRef,
     RetryableStorage,
     TerminalCommit,
-    fault_point,
     result_digest,
     terminal_fingerprint,
 )
+from storage._faultpoints import fault_point
 
 from ._child import ChildControl, ChildOutcome, ChildProgress, ChildRequest, ChildRunner
 from ._errors import BackgroundSubagentError, LeaseLost
@@ -677,10 +677,10 @@ class AttemptActor(pykka.ThreadingActor):
         store applies to the same write), then set on the machine directly. The
         machine stays the attempt's one state (each live attempt owns one, from
         :class:`~actors._machines.MachinePool`); only the trigger is skipped.
-        Measured on the pooled machine: a trigger (``model.start()`` and friends,
-        through ``transitions``' event dispatch) costs ~8.4 us a step, the table
-        check plus ``set_state`` ~1.2 us; an attempt takes three steps, so triggers
-        would add ~21 us, 6-7 % of an attempt's whole CPU cost in memory mode.
+        A trigger (``model.start()`` and friends, through ``transitions``' event
+        dispatch) costs several times the table check plus ``set_state``, on each
+        of an attempt's three steps (``bench/supervisor.py`` reports the CPU time
+        per attempt).
         """
         source = str(self.model.state)
         if source == target:

@@ -32,8 +32,8 @@ from storage import (
     SessionStore,
     StoreError,
     continuation_outcome,
-    fault_point,
 )
+from storage._faultpoints import fault_point
 
 from ._config import SupervisorLimits
 from ._errors import BackgroundSubagentError

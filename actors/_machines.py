@@ -1,7 +1,7 @@
 """Per-attempt resources made cheap: reusable execution machines and buffered ids.
 
 Reusable execution machines: building a ``transitions.Machine`` costs far more
-than an attempt's own work (hundreds of microseconds), so each attempt borrows
+than an attempt's own work, so each attempt borrows
 one already bound to its plain model and gives it back when its actor stops.
 
 Every live attempt still owns its own machine (DESIGN §3); only a finished

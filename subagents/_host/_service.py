@@ -57,12 +57,12 @@ from storage import (
     StorageFull,
     StoreError,
     SystemClock,
-    arm_from_env,
     continuation_cause,
     continuation_input,
-    fault_point,
     retained_view,
 )
+from storage._faultpoints import fault_point
+from storage.faults import arm_from_env
 
 from .._agent import Agent
 from .._agent_spec import ModelProviderRegistry, default_model_providers
@@ -207,6 +207,10 @@ class HostService:
     serve, then ``await close()`` (stop admission, cancel live runs, shut
     every supervisor down under one deadline, reconcile, release resources).
     ``closers`` are called last, in order (the data-dir lock, the store).
+
+    ``crash_test=True`` is crash-test mode, set only by the crash harness:
+    ``start()`` then arms the fault points named in ``SUBAGENTS_FAULTS`` (see
+    :mod:`storage.faults`). Otherwise the host never reads that variable.
     """
 
     def __init__(
@@ -225,8 +229,10 @@ class HostService:
         tick_seconds: float = 1.0,
         shutdown_timeout: float = 5.0,
         closers: list[Callable[[], None]] | None = None,
+        crash_test: bool = False,
     ) -> None:
         self.config = config
+        self.crash_test = crash_test
         self.store = store
         self.events = events
         self.clock: Clock = clock or SystemClock()
@@ -348,8 +354,12 @@ class HostService:
     # -- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Reconcile what a previous host left, then start the maintenance tick."""
-        arm_from_env(default_sleep_seconds=2 * self.lease_ttl)  # SUBAGENTS_FAULTS, else no-op
+        """Reconcile what a previous host left, then start the maintenance tick.
+
+        In crash-test mode the fault points in ``SUBAGENTS_FAULTS`` are armed first.
+        """
+        if self.crash_test:  # only the crash harness's hosts read SUBAGENTS_FAULTS
+            arm_from_env(default_sleep_seconds=2 * self.lease_ttl)
         await self.maintain()
         self._tick = asyncio.get_running_loop().create_task(self._tick_loop())
 
