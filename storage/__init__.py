@@ -1,5 +1,7 @@
 """Durable records, digests, typed errors and the SessionStore contract with its stores.
 
+Fault injection for tests and crash runs (arming the kernel's named fault
+points) is the public submodule :mod:`storage.faults`, imported on its own.
 Imports only point down: ``storage`` uses ``statemachines`` and nothing above it.
 """
 

@@ -66,9 +66,10 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from statemachines import SubagentsError
+import statemachines
 
-from ._faultpoints import DEFAULT_SLEEP_SECONDS, FAULT_ACTIONS, FAULT_POINTS, REGISTRY, Arm
+from . import _faultpoints as _points
+from ._faultpoints import DEFAULT_SLEEP_SECONDS, FAULT_ACTIONS, FAULT_POINTS
 
 ENV_FAULTS: Final[str] = "SUBAGENTS_FAULTS"
 ENV_FAULTS_LOG: Final[str] = "SUBAGENTS_FAULTS_LOG"
@@ -95,7 +96,7 @@ __all__ = [
 ]
 
 
-class FaultSpecError(SubagentsError, ValueError):
+class FaultSpecError(statemachines.SubagentsError, ValueError):
     """A fault specification is malformed (unknown point or action, bad ``nth``/``times``).
 
     Fields: ``spec`` (the whole text, when armed from text) and ``part`` (the
@@ -128,9 +129,9 @@ def arm(name: str, action: str, *, nth: int = 1, times: int = 1) -> None:
     :class:`FaultSpecError` for an unknown point or action or a bad count.
     """
     _check(name, action, nth, times)
-    with REGISTRY.lock:
-        REGISTRY.arms.setdefault(name, []).append(Arm(action, nth, times))
-        REGISTRY.active = True
+    with _points.REGISTRY.lock:
+        _points.REGISTRY.arms.setdefault(name, []).append(_points.Arm(action, nth, times))
+        _points.REGISTRY.active = True
 
 
 def disarm_all() -> None:
@@ -139,12 +140,12 @@ def disarm_all() -> None:
     Counts are kept (see :func:`reset_fault_counts`); after this call
     ``fault_point`` is a no-op again and reaches are no longer counted.
     """
-    with REGISTRY.lock:
-        REGISTRY.active = False
-        REGISTRY.arms.clear()
-        REGISTRY.sleeper = time.sleep
-        REGISTRY.sleep_seconds = DEFAULT_SLEEP_SECONDS
-        REGISTRY.log_path = None
+    with _points.REGISTRY.lock:
+        _points.REGISTRY.active = False
+        _points.REGISTRY.arms.clear()
+        _points.REGISTRY.sleeper = time.sleep
+        _points.REGISTRY.sleep_seconds = DEFAULT_SLEEP_SECONDS
+        _points.REGISTRY.log_path = None
 
 
 def configure(
@@ -155,45 +156,47 @@ def configure(
 ) -> None:
     """Set how ``sleep_past_ttl`` sleeps (``sleeper(sleep_seconds)``) and where fired
     actions are logged. Arguments left ``None`` keep their current value."""
-    with REGISTRY.lock:
+    with _points.REGISTRY.lock:
         if sleeper is not None:
-            REGISTRY.sleeper = sleeper
+            _points.REGISTRY.sleeper = sleeper
         if sleep_seconds is not None:
             if not sleep_seconds > 0:
                 raise FaultSpecError(
                     "sleep_seconds must be positive", part=str(sleep_seconds), reason="sleep"
                 )
-            REGISTRY.sleep_seconds = float(sleep_seconds)
+            _points.REGISTRY.sleep_seconds = float(sleep_seconds)
         if log_path is not None:
-            REGISTRY.log_path = os.fspath(log_path)
+            _points.REGISTRY.log_path = os.fspath(log_path)
 
 
 def fault_counts() -> dict[str, int]:
     """How many times each point fired an action in this process (points that never
     fired are absent)."""
-    with REGISTRY.lock:
-        return dict(REGISTRY.fired)
+    with _points.REGISTRY.lock:
+        return dict(_points.REGISTRY.fired)
 
 
 def reached_counts() -> dict[str, int]:
     """How many times each point was reached while something was armed."""
-    with REGISTRY.lock:
-        return dict(REGISTRY.reached)
+    with _points.REGISTRY.lock:
+        return dict(_points.REGISTRY.reached)
 
 
 def wait_fired(name: str, count: int, timeout: float) -> bool:
     """Block until point ``name`` fired at least ``count`` times (since the last reset)
     or ``timeout`` seconds passed; return whether it did. For tests and harnesses
     that must not poll or sleep."""
-    with REGISTRY.changed:
-        return REGISTRY.changed.wait_for(lambda: REGISTRY.fired.get(name, 0) >= count, timeout)
+    with _points.REGISTRY.changed:
+        return _points.REGISTRY.changed.wait_for(
+            lambda: _points.REGISTRY.fired.get(name, 0) >= count, timeout
+        )
 
 
 def reset_fault_counts() -> None:
     """Zero :func:`fault_counts` and :func:`reached_counts`."""
-    with REGISTRY.lock:
-        REGISTRY.fired.clear()
-        REGISTRY.reached.clear()
+    with _points.REGISTRY.lock:
+        _points.REGISTRY.fired.clear()
+        _points.REGISTRY.reached.clear()
 
 
 def reset_faults() -> None:

@@ -62,7 +62,6 @@ from storage import (
     retained_view,
 )
 from storage._faultpoints import fault_point
-from storage.faults import arm_from_env
 
 from .._agent import Agent
 from .._agent_spec import ModelProviderRegistry, default_model_providers
@@ -358,7 +357,10 @@ class HostService:
 
         In crash-test mode the fault points in ``SUBAGENTS_FAULTS`` are armed first.
         """
-        if self.crash_test:  # only the crash harness's hosts read SUBAGENTS_FAULTS
+        if self.crash_test:
+            # Imported here on purpose: a production host never loads the arming API.
+            from storage.faults import arm_from_env  # noqa: PLC0415
+
             arm_from_env(default_sleep_seconds=2 * self.lease_ttl)
         await self.maintain()
         self._tick = asyncio.get_running_loop().create_task(self._tick_loop())

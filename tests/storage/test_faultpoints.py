@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import signal
 import subprocess
@@ -265,3 +266,55 @@ def test_sigkill_logs_the_line_then_kills_the_process(tmp_path: Path) -> None:
     point, action, pid = lines[0].split()
     assert (point, action) == ("store.after_commit", "sigkill")
     assert int(pid) != os.getpid()
+
+
+# Who may import the arming API: the harness (under properties/, or the SDK's
+# verification package until it moves there) and the host, for crash-test mode.
+FAULTS_IMPORTERS = ("properties/", "subagents/_reliability/", "subagents/_host/_service.py")
+
+
+def _imports_faults(tree: ast.Module) -> bool:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            if any(alias.name == "storage.faults" for alias in node.names):
+                return True
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if module == "storage.faults" or (node.level == 1 and module == "faults"):
+                return True
+            if module in ("storage", "") and any(a.name == "faults" for a in node.names):
+                return True
+    return False
+
+
+def test_only_tests_the_harness_and_the_crash_test_host_import_the_arming_api() -> None:
+    root = Path(__file__).resolve().parents[2]
+    found = []
+    for package in ("statemachines", "storage", "actors", "subagents", "properties", "bench"):
+        for path in sorted((root / package).rglob("*.py")):
+            relative = path.relative_to(root).as_posix()
+            if _imports_faults(ast.parse(path.read_text())) and not relative.startswith(
+                FAULTS_IMPORTERS
+            ):
+                found.append(relative)
+    assert found == []
+
+
+def test_the_import_check_sees_each_form_of_import() -> None:
+    for source in (
+        "import storage.faults",
+        "from storage import faults",
+        "from storage.faults import arm",
+        "from . import faults",
+        "from .faults import arm",
+    ):
+        assert _imports_faults(ast.parse(source)), source
+    assert not _imports_faults(ast.parse("from storage._faultpoints import fault_point"))
+
+
+def test_importing_storage_does_not_import_the_arming_api() -> None:
+    code = "import sys, storage, actors, subagents; print('storage.faults' in sys.modules)"
+    done = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.strip() == "False"
