@@ -6,6 +6,10 @@ Layering: ``actors`` imports ``storage`` and ``statemachines`` only; the SDK
 :class:`ChildOutcome`).
 """
 
+from . import _guard  # noqa: F401 - first: refuse a foreign layer below (statemachines._guard)
+
+# isort: split
+
 from ._attempt import AttemptActor as AttemptActor
 from ._child import ChildControl as ChildControl
 from ._child import ChildOutcome as ChildOutcome
@@ -26,6 +30,9 @@ from ._supervisor import BackgroundSubagentSupervisor as BackgroundSubagentSuper
 from ._supervisor import CompletionCallback as CompletionCallback
 from ._supervisor import SupervisorActor as SupervisorActor
 from ._supervisor import clamp_wait as clamp_wait
+
+_SUBAGENTS_LAYER = "actors"
+"""Marks this package as subagents' own (checked by ``statemachines._guard``)."""
 
 __all__ = [
     "AttemptActor",

@@ -5,6 +5,10 @@ points) is the public submodule :mod:`storage.faults`, imported on its own.
 Imports only point down: ``storage`` uses ``statemachines`` and nothing above it.
 """
 
+from . import _guard  # noqa: F401 - first: refuse a foreign layer below (statemachines._guard)
+
+# isort: split
+
 from ._backend import Backend as Backend
 from ._backend import Txn as Txn
 from ._clock import Clock as Clock
@@ -67,6 +71,9 @@ from ._records import RunAdmissionReceipt as RunAdmissionReceipt
 from ._records import RunRecord as RunRecord
 from ._records import SessionRecord as SessionRecord
 from ._records import TerminalCommit as TerminalCommit
+
+_SUBAGENTS_LAYER = "storage"
+"""Marks this package as subagents' own (checked by ``statemachines._guard``)."""
 
 __all__ = [
     "ASYNC_SUBAGENT_RESULT",

@@ -4,6 +4,10 @@ Everything public is importable from ``subagents``; implementation lives in
 private modules. Names follow the spec's Rust SDK (see DESIGN §2).
 """
 
+from . import _guard  # noqa: F401 - first: refuse a foreign layer below (statemachines._guard)
+
+# isort: split
+
 from actors import BackgroundSubagentError as BackgroundSubagentError
 from actors import BackgroundSubagentSupervisor as BackgroundSubagentSupervisor
 from actors import OwnerIdentity as OwnerIdentity
@@ -148,6 +152,9 @@ from ._tools import ToolContext as ToolContext
 from ._tools import ToolRegistry as ToolRegistry
 from ._tools import ToolResult as ToolResult
 from ._usage import Usage as Usage
+
+_SUBAGENTS_LAYER = "subagents"
+"""Marks this package as subagents' own (checked by ``statemachines._guard``)."""
 
 __all__ = [
     "Agent",

@@ -35,6 +35,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from statemachines import SubagentsError
+from statemachines._guard import require_ours
 
 from ._host import (
     AttemptView,
@@ -235,6 +236,8 @@ def _verify(args: argparse.Namespace) -> int:
     from rich.progress import Progress  # noqa: PLC0415
 
     import properties  # noqa: PLC0415 - only `verify` needs the conformance suite
+
+    require_ours("subagents verify", "properties")
 
     if args.report:
         return _verify_report(args)

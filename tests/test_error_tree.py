@@ -32,6 +32,9 @@ OUTSIDE_THE_TREE = {
     "LifeFailed": "harness: a host life did not start; becomes a reported violation",
     "_RoundFailed": "harness: one sigstop round failed; becomes a reported violation",
     "_Violation": "harness: one clock case failed; becomes a reported violation",
+    # Raised when a foreign module shadows one of our packages, possibly the very
+    # package that defines the root; an ImportError so that ``import`` callers see one.
+    "ShadowedPackageError": "packaging: another module shadows one of our packages",
     # Failed checks, not runtime errors: AssertionError, so that Hypothesis and
     # pytest report them as failures and no ``except SubagentsError`` in the code
     # under test can swallow one.
