@@ -2,12 +2,12 @@
 
 For tests, the verification harness and hosts started in crash-test mode
 (``HostService(..., crash_test=True)``) only: a production host never reads
-``SUBAGENTS_FAULTS``. A fault point is one
-kernel call, ``fault_point("store.after_commit")``, at a place where a real
-failure could strike; with nothing armed it costs one flag check. A test
-(:func:`arm`) or a crash-test host (:func:`arm_from_env`, reading
-``SUBAGENTS_FAULTS``) arms a point with an action; the point then fires on its
-``nth`` reach after arming, ``times`` times in a row.
+``SUBAGENTS_FAULTS``. A fault point is one kernel call,
+``fault_point("store.after_commit")``, at a place where a real failure could
+strike; with nothing armed it costs one flag check. A test (:func:`arm`) or a
+crash-test host (:func:`arm_from_env`, reading ``SUBAGENTS_FAULTS``) arms a
+point with an action; the point then fires on its ``nth`` reach after arming,
+``times`` times in a row.
 
 Points (:data:`FAULT_POINTS`):
 
