@@ -7,6 +7,10 @@ Layering: ``actors`` imports ``storage`` and ``statemachines`` only; the SDK
 :class:`BackgroundSubagentSupervisor`, which talks to them in typed messages.
 """
 
+from . import _guard  # noqa: F401 - first: refuse a foreign layer below (statemachines._guard)
+
+# isort: split
+
 from ._child import ChildControl as ChildControl
 from ._child import ChildOutcome as ChildOutcome
 from ._child import ChildRequest as ChildRequest
@@ -25,6 +29,9 @@ from ._results import SteerReceipt as SteerReceipt
 from ._results import WaitResult as WaitResult
 from ._supervisor import BackgroundSubagentSupervisor as BackgroundSubagentSupervisor
 from ._supervisor import CompletionCallback as CompletionCallback
+
+_SUBAGENTS_LAYER = "actors"
+"""Marks this package as subagents' own (checked by ``statemachines._guard``)."""
 
 __all__ = [
     "AttemptSummary",

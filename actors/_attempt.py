@@ -56,10 +56,10 @@ from storage import (
     ResultRef,
     RetryableStorage,
     TerminalCommit,
-    fault_point,
     result_digest,
     terminal_fingerprint,
 )
+from storage._faultpoints import fault_point
 
 from ._child import ChildControl, ChildOutcome, ChildProgress, ChildRequest, ChildRunner
 from ._errors import BackgroundSubagentError, LeaseLost

@@ -43,9 +43,9 @@ from storage import (
     continuation_cause,
     continuation_input,
     continuation_outcome,
-    fault_point,
     retained_view,
 )
+from storage._faultpoints import fault_point
 
 from ._config import SupervisorLimits
 from ._errors import BackgroundSubagentError

@@ -1,27 +1,10 @@
 """Typed errors of the background-subagent runtime.
 
 A data-carrying enum of the spec is one base class with one subclass per
-variant, reachable as attributes of the base (DESIGN §2)::
-
-    SubagentsError                          statemachines
-    └── BackgroundSubagentError             actors: a background operation was refused
-        ├── .Closing                        admission is closed (shutdown began or finished)
-        ├── .QuotaExceeded                  too many active attempts or undelivered results
-        ├── .ActiveConversation             the agent_id already has an active attempt
-        ├── .NotFound                       unknown attempt_id / agent_id / subagent
-        ├── .Terminal                       the attempt already ended (steering refused)
-        ├── .PromptTooLarge
-        ├── .SteeringTooLarge
-        ├── .SteeringQueueFull
-        ├── .CancellationReasonTooLarge
-        ├── .IdempotencyConflict            same idempotency id, different request
-        ├── .DeliveryClaimed                another consumer holds a live delivery claim
-        ├── .Delivered                      the result was already delivered
-        ├── .Durability                     the store did not confirm a write
-        └── .ShutdownDeadline               checked shutdown ran out of time; work is retained
-
-    SubagentsSignal (BaseException)         statemachines
-    └── LeaseLost                           confirmed loss of an attempt's owner lease
+variant, reachable as attributes of the base (DESIGN §2):
+``isinstance(err, BackgroundSubagentError.Closing)``. :class:`LeaseLost` is a
+:class:`~statemachines.SubagentsSignal`. The variants, with the rest of the
+project's errors, are drawn once in :mod:`statemachines._errors`.
 
 Every error carries structured keyword fields (``attempt_id``, ``agent_id``,
 ``limit``, ``size_bytes`` ...) readable as attributes and as ``fields``.

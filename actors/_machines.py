@@ -4,9 +4,9 @@
 child task and its terminal outcome. It is never persisted: the attempt's
 execution status is its last persisted record, moved only by store writes (the
 store checks them against ``statemachines.EXECUTION``). Reusable machines:
-building a ``transitions.Machine`` costs far more than an attempt's own work
-(hundreds of microseconds), so each attempt borrows one already bound to its
-plain model and gives it back when its actor stops. Every live attempt still
+building a ``transitions.Machine`` costs far more than an attempt's own work,
+so each attempt borrows one already bound to its plain model and gives it back
+when its actor stops. Every live attempt still
 owns its own machine (DESIGN §3); only a finished attempt's machine is reset
 (``set_state``, no callbacks) and lent again.
 """

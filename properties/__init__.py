@@ -11,6 +11,10 @@ runtime over the same stores. Run everything with
 ``python -m properties [--store ...] [--profile ci|deep|dev]``.
 """
 
+from . import _guard  # noqa: F401 - first: refuse a foreign layer below (statemachines._guard)
+
+# isort: split
+
 from ._delivery import DeliveryMachine as DeliveryMachine
 from ._delivery import delivery_machine as delivery_machine
 from ._factories import BUILTIN_FACTORIES as BUILTIN_FACTORIES
@@ -61,6 +65,9 @@ from ._supervisor import RedeliversDelivered as RedeliversDelivered
 from ._supervisor import SupervisorMachine as SupervisorMachine
 from ._supervisor import SupervisorViolation as SupervisorViolation
 from ._supervisor import supervisor_machine as supervisor_machine
+
+_SUBAGENTS_LAYER = "properties"
+"""Marks this package as subagents' own (checked by ``statemachines._guard``)."""
 
 __all__ = [
     "BUILTIN_FACTORIES",

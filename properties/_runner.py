@@ -17,9 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from hypothesis import settings
+from hypothesis import settings, stateful
 from hypothesis.reporting import with_reporter
-from hypothesis.stateful import run_state_machine_as_test
 
 from ._delivery import delivery_machine
 from ._factories import BUILTIN_FACTORIES, StoreFactory, resolve_factory
@@ -31,6 +30,9 @@ from ._reference import DECISIONS
 from ._replay import replay_machine
 from ._retention import retention_machine
 from ._supervisor import SUPERVISOR_PLANTED, SupervisorMachine, supervisor_machine
+
+# Typed here: some Hypothesis releases leave it unannotated (mypy's no-untyped-call).
+_run_state_machine_as_test: Callable[..., None] = stateful.run_state_machine_as_test
 
 MachineBuilder = Callable[[StoreFactory], type[ContractMachine]]
 
@@ -73,11 +75,6 @@ class RunResult:
         return self.failure is None
 
 
-# Recent Hypothesis releases leave this function unannotated; a typed name keeps
-# mypy --strict from treating every call as untyped.
-_run_as_test: Callable[..., object] = run_state_machine_as_test
-
-
 def run_machine(
     name: str, factory: StoreFactory, hypothesis_settings: settings | None = None
 ) -> RunResult:
@@ -88,7 +85,7 @@ def run_machine(
     started = time.monotonic()
     try:
         with with_reporter(lambda value: report.append(str(value))):
-            _run_as_test(cls, settings=hypothesis_settings or profile_settings())
+            _run_state_machine_as_test(cls, settings=hypothesis_settings or profile_settings())
     except KeyboardInterrupt:
         raise
     except BaseException as exc:

@@ -27,6 +27,9 @@ from ._tables import Transition as Transition
 from ._tables import derive_phase as derive_phase
 from ._tables import is_active_execution as is_active_execution
 
+_SUBAGENTS_LAYER = "statemachines"
+"""Marks this package as subagents' own (checked by ``statemachines._guard``)."""
+
 __all__ = [
     "AttemptPhase",
     "DELIVERY",

@@ -1,8 +1,105 @@
-"""The root of every error this project raises.
+"""The roots of every error this project raises, and the one drawing of the whole tree.
 
-The full tree is drawn in :mod:`subagents._errors`; this module only holds the
-two roots (they live in the lowest layer so every layer can extend them) and
-the one error the pure lifecycle tables raise.
+The tree is drawn here, beside its roots, because this is the one module every
+layer's errors import (``storage``, ``actors`` and ``subagents`` all derive
+from these roots), so a reader who follows any error's base class lands on the
+full picture. ``tests/test_error_tree.py`` walks ``__subclasses__()`` from both
+roots and fails when the drawing and the classes differ in a name or a nesting.
+
+Recoverable errors derive from :class:`SubagentsError` (an ``Exception``);
+control-flow signals that ``except Exception`` must never swallow derive from
+:class:`SubagentsSignal` (a ``BaseException``). Every error carries its context
+as keyword fields (``ToolArgumentError(..., tool="delegate", path="$.name")``
+has ``.tool`` and ``.path``). The second column says where to import the class
+from (``-``: raised inside the SDK and not exported; catch a base instead). A
+name starting with ``.`` is an attribute of its parent
+(``BackgroundSubagentError.Closing``)::
+
+    SubagentsError                               statemachines  root of every recoverable error
+    ├── InvalidTransition                        statemachines  a move the lifecycle tables forbid
+    ├── StoreError                               storage        a store operation failed
+    │   ├── NotFound                             storage        no such session, run, attempt...
+    │   ├── AlreadyExists                        storage        another record holds that id
+    │   ├── Conflict                             storage        contradicts committed state
+    │   │   ├── StaleFence                       storage        not the live owner (fence, lease)
+    │   │   ├── IllegalTransition                storage        a move the tables do not allow
+    │   │   ├── InvalidRecord                    storage        malformed or non-canonical record
+    │   │   ├── IdempotencyConflict              storage        same key, different request
+    │   │   ├── RunConflict                      storage        another run of the session is live
+    │   │   ├── DeliveryClaimed                  storage        another consumer holds the claim
+    │   │   └── Delivered                        storage        the result was already delivered
+    │   ├── QuotaExceeded                        storage        a byte or count limit
+    │   ├── RetryableStorage                     storage        transient: nothing written, retry
+    │   ├── StorageFull                          storage        the map is full: nothing written
+    │   ├── CorruptRecord                        storage        bytes on disk do not decode
+    │   │   └── StoreRefused                     storage        files contradict identity or size
+    │   └── Failed                               storage        any other store failure
+    │       └── DriverMissing                    storage        the postgres extra is missing
+    ├── FaultSpecError                           storage.faults a malformed fault spec (ValueError)
+    ├── BackgroundSubagentError                  actors         a background operation was refused
+    │   ├── .Closing                             actors         admission is closed (shutdown)
+    │   ├── .QuotaExceeded                       actors         too many attempts or results
+    │   ├── .ActiveConversation                  actors         the agent_id has an active attempt
+    │   ├── .NotFound                            actors         unknown attempt, agent or subagent
+    │   ├── .Terminal                            actors         the attempt ended: no steering
+    │   ├── .PromptTooLarge                      actors         over the prompt byte limit
+    │   ├── .SteeringTooLarge                    actors         over the steering byte limit
+    │   ├── .SteeringQueueFull                   actors         too much steering queued
+    │   ├── .CancellationReasonTooLarge          actors         over the reason byte limit
+    │   ├── .IdempotencyConflict                 actors         same id, different request
+    │   ├── .DeliveryClaimed                     actors         another consumer holds the claim
+    │   ├── .Delivered                           actors         the result was already delivered
+    │   ├── .Durability                          actors         the store did not confirm a write
+    │   └── .ShutdownDeadline                    actors         checked shutdown ran out of time
+    ├── AgentError                               subagents      a run or delegation did not complete
+    │   ├── AgentConfigError                     subagents      a builder, registry or schema
+    │   │   ├── ToolSchemaError                  subagents      an unusable tool JSON Schema
+    │   │   ├── SubagentSpecError                subagents      an unusable markdown subagent file
+    │   │   └── AgentSpecError                   subagents      an AgentSpec cannot be built
+    │   │       ├── MissingInheritedModel        subagents      model `inherit`, none inherited
+    │   │       ├── ModelResolutionError         subagents      no provider builds that model id
+    │   │       ├── UnknownEnvironmentProvider   subagents      an unregistered provider
+    │   │       ├── UnknownProfile               -              host: no profile of that name
+    │   │       └── UnknownSubagent              -              host: a profile's unknown subagent
+    │   ├── ModelError                           subagents      the model failed or broke protocol
+    │   │   └── ProviderError                    subagents      a real provider failed
+    │   │       ├── ProviderNotInstalled         subagents      its SDK extra is missing
+    │   │       ├── MissingApiKey                subagents      no key in settings or env
+    │   │       ├── ProviderAuthenticationError  subagents      401/403: the key was refused
+    │   │       ├── ProviderRateLimited          subagents      429 past the retry bound
+    │   │       ├── ProviderServerError          subagents      5xx past the retry bound
+    │   │       ├── ProviderConnectionError      subagents      unreachable past the retry bound
+    │   │       ├── ProviderTimeout              subagents      no answer within the timeout
+    │   │       ├── ContentRefused               subagents      the provider refused the content
+    │   │       ├── ProviderStreamIncomplete     subagents      a stream ended before its end event
+    │   │       └── OutputTruncated              subagents      the output hit its token limit
+    │   ├── UsageLimitExceeded                   subagents      the run's request limit
+    │   ├── ToolRetriesExceeded                  subagents      a tool failed past the retry limit
+    │   └── SubagentError                        subagents      a delegation failed
+    │       ├── MissingSubagent                  subagents      no subagent of that name
+    │       ├── RecursiveSubagentDelegation      subagents      nested delegation refused
+    │       ├── SubagentHookError                subagents      an execution hook raised
+    │       ├── SubagentRunFailed                subagents      the child run raised
+    │       └── SubagentToolInheritanceError     subagents      a required tool is unavailable
+    │           ├── MissingRequiredTool          subagents      the parent has no such tool
+    │           └── DeniedRequiredTool           subagents      denied, or main-agent-only
+    ├── ToolError                                subagents      a tool call failed (a retry prompt)
+    │   └── ToolArgumentError                    subagents      arguments broke the tool's schema
+    ├── PayloadError                             subagents      a value did not decode into a record
+    ├── HostConfigError                          subagents      an unusable host configuration
+    ├── DataDirError                             subagents      the data directory is unusable
+    │   ├── DataDirBusy                          subagents      another live host serves it
+    │   └── DataDirCorrupt                       subagents      its files are not a valid store
+    ├── StoreUrlError                            subagents      an unusable store URL
+    │   └── StoreUnreachable                     subagents      the database did not answer
+    ├── AttemptOwned                             -              operator: the attempt is live-owned
+    ├── RpcError                                 subagents      a JSON-RPC error of a host method
+    ├── StreamError                              -              provider: an error inside a response
+    └── CliError                                 -              a command's fixable error (+ fix)
+        └── DemoError                            -              `subagents demo` could not finish
+
+    SubagentsSignal                              statemachines  control flow: never swallowed
+    └── LeaseLost                                actors         an attempt's owner lease is lost
 """
 
 from __future__ import annotations

@@ -1,7 +1,13 @@
 """Durable records, digests, typed errors and the SessionStore contract with its stores.
 
+Fault injection for tests and crash runs (arming the kernel's named fault
+points) is the public submodule :mod:`storage.faults`, imported on its own.
 Imports only point down: ``storage`` uses ``statemachines`` and nothing above it.
 """
+
+from . import _guard  # noqa: F401 - first: refuse a foreign layer below (statemachines._guard)
+
+# isort: split
 
 from ._backend import Backend as Backend
 from ._backend import Txn as Txn
@@ -13,14 +19,14 @@ from ._clock import RandomIds as RandomIds
 from ._clock import SeededIds as SeededIds
 from ._clock import SkewedClock as SkewedClock
 from ._clock import SystemClock as SystemClock
+from ._continuation import continuation_cause as continuation_cause
+from ._continuation import continuation_input as continuation_input
+from ._continuation import continuation_outcome as continuation_outcome
+from ._continuation import retained_view as retained_view
 from ._contract import SessionStore as SessionStore
-from ._digest import continuation_cause as continuation_cause
-from ._digest import continuation_input as continuation_input
-from ._digest import continuation_outcome as continuation_outcome
 from ._digest import input_digest as input_digest
 from ._digest import request_digest as request_digest
 from ._digest import result_digest as result_digest
-from ._digest import retained_view as retained_view
 from ._digest import terminal_fingerprint as terminal_fingerprint
 from ._errors import AlreadyExists as AlreadyExists
 from ._errors import Conflict as Conflict
@@ -39,19 +45,6 @@ from ._errors import StaleFence as StaleFence
 from ._errors import StorageFull as StorageFull
 from ._errors import StoreError as StoreError
 from ._errors import StoreRefused as StoreRefused
-from ._faultpoints import FAULT_ACTIONS as FAULT_ACTIONS
-from ._faultpoints import FAULT_POINTS as FAULT_POINTS
-from ._faultpoints import FaultSpecError as FaultSpecError
-from ._faultpoints import arm as arm
-from ._faultpoints import arm_from_env as arm_from_env
-from ._faultpoints import configure as configure
-from ._faultpoints import disarm_all as disarm_all
-from ._faultpoints import fault_counts as fault_counts
-from ._faultpoints import fault_point as fault_point
-from ._faultpoints import reached_counts as reached_counts
-from ._faultpoints import reset_fault_counts as reset_fault_counts
-from ._faultpoints import reset_faults as reset_faults
-from ._faultpoints import wait_fired as wait_fired
 from ._identity import StoreIdentity as StoreIdentity
 from ._kernel import KernelStore as KernelStore
 from ._lmdb import LmdbBackend as LmdbBackend
@@ -82,6 +75,9 @@ from ._records import RunRecord as RunRecord
 from ._records import SessionRecord as SessionRecord
 from ._records import TerminalCommit as TerminalCommit
 
+_SUBAGENTS_LAYER = "storage"
+"""Marks this package as subagents' own (checked by ``statemachines._guard``)."""
+
 __all__ = [
     "ASYNC_SUBAGENT_RESULT",
     "AcquireContinuation",
@@ -103,10 +99,7 @@ __all__ = [
     "DeliveryClaimed",
     "DeliveryRelease",
     "DriverMissing",
-    "FAULT_ACTIONS",
-    "FAULT_POINTS",
     "Failed",
-    "FaultSpecError",
     "IdSource",
     "IdempotencyConflict",
     "IllegalTransition",
@@ -143,22 +136,12 @@ __all__ = [
     "SystemClock",
     "TerminalCommit",
     "Txn",
-    "arm",
-    "arm_from_env",
-    "configure",
     "continuation_cause",
     "continuation_input",
     "continuation_outcome",
-    "disarm_all",
-    "fault_counts",
-    "fault_point",
     "input_digest",
-    "reached_counts",
     "request_digest",
-    "reset_fault_counts",
-    "reset_faults",
     "result_digest",
     "retained_view",
     "terminal_fingerprint",
-    "wait_fired",
 ]

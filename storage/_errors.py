@@ -1,26 +1,8 @@
 """Typed errors of the storage layer.
 
 Every store operation fails with one of these (lower-layer errors from lmdb,
-msgspec or the OS are always mapped here)::
-
-    SubagentsError                      (statemachines)
-    └── StoreError
-        ├── NotFound                    no such session, run, attempt or artifact
-        ├── AlreadyExists               a different record already holds that id
-        ├── Conflict                    the request contradicts committed state
-        │   ├── StaleFence              owner mismatch, older generation or expired lease
-        │   ├── IllegalTransition       a move the lifecycle tables do not allow
-        │   ├── InvalidRecord           a malformed or non-canonical record was submitted
-        │   ├── IdempotencyConflict     same idempotency key, different request
-        │   ├── RunConflict             another run of the session is active
-        │   ├── DeliveryClaimed         another consumer holds a live delivery claim
-        │   └── Delivered               the result was already delivered
-        ├── QuotaExceeded               artifact, aggregate or backpressure limit
-        ├── RetryableStorage            transient: nothing was written, retry is safe
-        ├── StorageFull                 the map is full; nothing was written
-        ├── CorruptRecord               bytes on disk do not decode: fail closed
-        │   └── StoreRefused            the files contradict the store's identity or size
-        └── Failed                      anything else (e.g. an unsupported drain)
+msgspec or the OS are always mapped here). The tree, with the rest of the
+project's errors, is drawn once in :mod:`statemachines._errors`.
 
 Errors carry structured keyword fields (``attempt_id``, ``owner``,
 ``fencing_generation``, ``table``, ``key`` ...) readable as attributes.

@@ -110,15 +110,9 @@ from statemachines import (
 from . import _codec as codec
 from ._backend import Backend, Txn
 from ._clock import AnchoredClock, Clock, IdSource, RandomIds
+from ._continuation import continuation_cause, continuation_input, retained_view
 from ._contract import SessionStore
-from ._digest import (
-    continuation_cause,
-    continuation_input,
-    request_digest,
-    result_digest,
-    retained_view,
-    terminal_fingerprint,
-)
+from ._digest import request_digest, result_digest, terminal_fingerprint
 from ._errors import (
     AlreadyExists,
     Conflict,

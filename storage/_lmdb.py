@@ -77,8 +77,8 @@ DEFAULT_MAP_SIZE = GIB
 DEFAULT_MAX_READERS = 126
 
 # How long a fork or a map resize waits for in-flight transactions of this
-# process to finish before giving up (the work is a few microseconds; waiting
-# longer means a transaction is stuck, and we must not remap under it).
+# process to finish before giving up (the work is short; waiting this long
+# means a transaction is stuck, and we must not remap under it).
 _QUIESCE_TIMEOUT = 10.0
 
 # How long a batch leader waits for the writers of the previous batch to queue

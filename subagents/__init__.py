@@ -4,10 +4,16 @@ Everything public is importable from ``subagents``; implementation lives in
 private modules. Names follow the spec's Rust SDK (see DESIGN §2).
 """
 
+from . import _guard  # noqa: F401 - first: refuse a foreign layer below (statemachines._guard)
+
+# isort: split
+
 from actors import BackgroundSubagentError as BackgroundSubagentError
 from actors import BackgroundSubagentSupervisor as BackgroundSubagentSupervisor
 from actors import OwnerIdentity as OwnerIdentity
 from actors import SupervisorLimits as SupervisorLimits
+from statemachines import SubagentsError as SubagentsError
+from statemachines import SubagentsSignal as SubagentsSignal
 
 from ._agent import Agent as Agent
 from ._agent import AgentContext as AgentContext
@@ -118,10 +124,15 @@ from ._errors import ToolRetriesExceeded as ToolRetriesExceeded
 from ._errors import ToolSchemaError as ToolSchemaError
 from ._errors import UnknownEnvironmentProvider as UnknownEnvironmentProvider
 from ._errors import UsageLimitExceeded as UsageLimitExceeded
+from ._host import DataDirBusy as DataDirBusy
+from ._host import DataDirCorrupt as DataDirCorrupt
+from ._host import DataDirError as DataDirError
 from ._host import HostConfig as HostConfig
 from ._host import HostConfigError as HostConfigError
 from ._host import HostService as HostService
 from ._host import RpcError as RpcError
+from ._host import StoreUnreachable as StoreUnreachable
+from ._host import StoreUrlError as StoreUrlError
 from ._host import load_host_config as load_host_config
 from ._host import open_host as open_host
 from ._host import parse_host_config as parse_host_config
@@ -147,6 +158,9 @@ from ._specs import load_subagent_file as load_subagent_file
 from ._specs import make_test_model as make_test_model
 from ._specs import parse_subagent_markdown as parse_subagent_markdown
 from ._specs import spec_error_diagnostic as spec_error_diagnostic
+
+_SUBAGENTS_LAYER = "subagents"
+"""Marks this package as subagents' own (checked by ``statemachines._guard``)."""
 
 __all__ = [
     "Agent",
@@ -177,6 +191,9 @@ __all__ = [
     "CapabilityBundle",
     "ContentRefused",
     "ConversationId",
+    "DataDirBusy",
+    "DataDirCorrupt",
+    "DataDirError",
     "DelegateTool",
     "DeniedRequiredTool",
     "Dependencies",
@@ -226,6 +243,8 @@ __all__ = [
     "RunId",
     "StaticCapabilityBundle",
     "SteerSubagentTool",
+    "StoreUnreachable",
+    "StoreUrlError",
     "SubagentCapabilityInheritancePolicy",
     "SubagentConfig",
     "SubagentContextDelta",
@@ -250,6 +269,8 @@ __all__ = [
     "SubagentTask",
     "SubagentToolInheritanceError",
     "SubagentToolInheritancePolicy",
+    "SubagentsError",
+    "SubagentsSignal",
     "SupervisorLimits",
     "SystemPromptPart",
     "TaskId",

@@ -1,66 +1,10 @@
-"""Every error the ``subagents`` SDK raises, and where it sits in the project's tree.
+"""The errors the ``subagents`` SDK defines for runs, models, tools and delegation.
 
-All recoverable errors derive from :class:`statemachines.SubagentsError`, which
-stores keyword fields as attributes (``ToolArgumentError(..., tool="delegate",
-path="$.name")`` has ``.tool`` and ``.path``). Control-flow signals that must
-never be swallowed by ``except Exception`` derive from
-:class:`statemachines.SubagentsSignal` (a ``BaseException``)::
-
-    Exception
-    └── SubagentsError                      statemachines: root of recoverable errors
-        ├── InvalidTransition               statemachines: a lifecycle move the tables forbid
-        ├── AgentError                      an agent run or delegation did not complete
-        │   ├── AgentConfigError            a builder, registry or schema is unusable
-        │   │   ├── ToolSchemaError         a tool's JSON schema uses an unsupported keyword
-        │   │   ├── SubagentSpecError       a markdown subagent file is unusable
-        │   │   │                           (fields: path, line, key, reason)
-        │   │   └── AgentSpecError          an AgentSpec cannot be materialized
-        │   │       ├── MissingInheritedModel     model `inherit` without an inherited id
-        │   │       ├── ModelResolutionError      no provider can build that model id
-        │   │       └── UnknownEnvironmentProvider  the spec names an unregistered provider
-        │   ├── ModelError                  the model failed or broke the Model protocol
-        │   │   └── ProviderError           a real provider failed (fields: provider, model)
-        │   │       ├── ProviderNotInstalled      its SDK extra is missing (field: extra)
-        │   │       ├── MissingApiKey             no key in settings or env (field: env_var)
-        │   │       ├── ProviderAuthenticationError   401/403: the key was refused
-        │   │       ├── ProviderRateLimited       429 past the retry bound
-        │   │       ├── ProviderServerError       5xx/overloaded past the retry bound
-        │   │       ├── ProviderConnectionError   unreachable past the retry bound
-        │   │       ├── ProviderTimeout           no answer within the timeout
-        │   │       ├── ContentRefused            the provider refused the content
-        │   │       ├── ProviderStreamIncomplete  a stream ended before its terminal event
-        │   │       └── OutputTruncated           the output hit its token limit
-        │   ├── UsageLimitExceeded          the run's request limit was reached
-        │   ├── ToolRetriesExceeded         a tool kept failing past the retry limit
-        │   └── SubagentError               a delegation failed (fields: name, task_id)
-        │       ├── MissingSubagent         no subagent registered under that name
-        │       ├── RecursiveSubagentDelegation   nested delegation refused by the stack guard
-        │       ├── SubagentHookError       an execution hook raised (field: hook)
-        │       ├── SubagentRunFailed       the child run raised (``__cause__`` is its error)
-        │       └── SubagentToolInheritanceError  the parent cannot supply a required tool
-        │           │                       (fields: tool_name, error_kind)
-        │           ├── MissingRequiredTool       the parent has no such tool
-        │           └── DeniedRequiredTool        denied, or main-agent-only
-        ├── PayloadError                    a value did not decode into its record type
-        ├── ToolError                       a tool call failed; the run loop returns it to the
-        │   │                               model as a retry prompt, bounded by the retry limit
-        │   └── ToolArgumentError           model-supplied arguments broke the tool's schema
-        └── StoreError                      storage/ (drawn here, defined there)
-            ├── NotFound
-            ├── AlreadyExists
-            ├── Conflict
-            ├── StaleFence
-            ├── IdempotencyConflict
-            ├── QuotaExceeded
-            ├── RunConflict
-            ├── RetryableStorage
-            ├── StorageFull
-            ├── Failed
-            └── CorruptRecord
-
-    BaseException
-    └── SubagentsSignal                     statemachines: never swallowed
-                                            (cancellation, lease loss)
+All derive from :class:`statemachines.SubagentsError` (exported as
+``subagents.SubagentsError``), which stores keyword fields as attributes
+(``ToolArgumentError(..., tool="delegate", path="$.name")`` has ``.tool`` and
+``.path``). Where each one sits, with every other error of the project, is
+drawn once in :mod:`statemachines._errors`.
 """
 
 from __future__ import annotations

@@ -136,6 +136,7 @@ def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
 # -- the order of subagents' own parts ----------------------------------------------------------
 
 SDK_ORDER = (
+    "_guard",
     "_errors",
     "_agent",
     "_providers",

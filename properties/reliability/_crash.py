@@ -38,13 +38,13 @@ from typing import Any
 import msgspec
 
 from storage import (
-    FAULT_POINTS,
     AcquireContinuation,
     AttemptRecord,
     LmdbSessionStore,
     NotFound,
     StoreError,
 )
+from storage.faults import FAULT_POINTS
 
 from ._crash_host import decode_request
 from ._lives import HostLife, LifeFailed, Zygote

@@ -236,6 +236,7 @@ async def _life(args: dict[str, Any]) -> int:
         tick_seconds=args.get("tick_seconds", 0.05),
         shutdown_timeout=2.0,
         closers=opened.closers,
+        crash_test=True,
     )
     wire.send(
         ev="hello",

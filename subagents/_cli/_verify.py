@@ -21,6 +21,8 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from statemachines._guard import require_ours
+
 from ._common import CliError
 
 REPORT_SECTIONS = ("properties", "clock", "sigstop", "crash", "hostile", "corruption", "load")
@@ -33,6 +35,7 @@ def _machine_runs(profile: str, machines: list[str], stores: list[str]) -> int:
     # second to import: only `verify` loads it, so every other command starts without it.
     import properties  # noqa: PLC0415
 
+    require_ours("subagents verify", "properties")
     if profile not in properties.PROFILES:
         raise CliError(
             f"unknown profile {profile!r}", f"use one of: {', '.join(properties.PROFILES)}"
@@ -113,6 +116,8 @@ def _report(args: argparse.Namespace) -> int:
     # The harness needs Hypothesis and drives real host processes; like the suite it is
     # loaded only by `verify` (see _machine_runs).
     from properties import reliability  # noqa: PLC0415
+
+    require_ours("subagents verify", "properties")
 
     skip = _check_report_flags(args, tuple(reliability.BUDGETS))
     budget = reliability.BUDGETS[args.profile]

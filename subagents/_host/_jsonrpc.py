@@ -43,6 +43,8 @@ from typing import Any
 
 import msgspec
 
+from statemachines import SubagentsError
+
 log = logging.getLogger("subagents.host")
 
 JSONRPC_VERSION = "2.0"
@@ -76,20 +78,29 @@ ERROR_CODES: dict[str, int] = {code.name: int(code) for code in ErrorCode}
 """The stable table: name → code (documented in the module docstring and openrpc.json)."""
 
 
-class RpcError(Exception):
+class RpcError(SubagentsError):
     """A JSON-RPC error a method handler raises on purpose.
 
     ``code`` is an :class:`ErrorCode`; ``message`` is safe to show a client
     (never a path, a key or a stack); ``data`` is optional structured detail.
+    Both are keyword fields too; ``str(error)`` is the message alone.
     """
+
+    code: ErrorCode
+    data: dict[str, Any] | None
 
     def __init__(
         self, code: ErrorCode, message: str, data: Mapping[str, Any] | None = None
     ) -> None:
-        super().__init__(message)
-        self.code = ErrorCode(code)
-        self.message = message
-        self.data = dict(data) if data is not None else None
+        super().__init__(
+            message, code=ErrorCode(code), data=dict(data) if data is not None else None
+        )
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.code, self.message, self.data))
 
     def to_wire(self) -> dict[str, Any]:
         error: dict[str, Any] = {"code": int(self.code), "message": self.message}

@@ -56,7 +56,6 @@ from storage import (
     StaleFence,
     StorageFull,
     StoreError,
-    arm_from_env,
 )
 
 from .._agent import Agent
@@ -199,6 +198,10 @@ class HostService:
     serve, then ``await close()`` (stop admission, cancel live runs, shut
     every supervisor down under one deadline, reconcile, release resources).
     ``closers`` are called last, in order (the data-dir lock, the store).
+
+    ``crash_test=True`` is crash-test mode, set only by the crash harness:
+    ``start()`` then arms the fault points named in ``SUBAGENTS_FAULTS`` (see
+    :mod:`storage.faults`). Otherwise the host never reads that variable.
     """
 
     def __init__(
@@ -217,8 +220,10 @@ class HostService:
         tick_seconds: float = 1.0,
         shutdown_timeout: float = 5.0,
         closers: list[Callable[[], None]] | None = None,
+        crash_test: bool = False,
     ) -> None:
         self.config = config
+        self.crash_test = crash_test
         self.store = store
         self.events = events
         self.clock: Clock = clock or store.clock  # leases run on store time
@@ -342,8 +347,15 @@ class HostService:
     # -- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Reconcile what a previous host left, then start the maintenance tick."""
-        arm_from_env(default_sleep_seconds=2 * self.lease_ttl)  # SUBAGENTS_FAULTS, else no-op
+        """Reconcile what a previous host left, then start the maintenance tick.
+
+        In crash-test mode the fault points in ``SUBAGENTS_FAULTS`` are armed first.
+        """
+        if self.crash_test:
+            # Imported here on purpose: a production host never loads the arming API.
+            from storage.faults import arm_from_env  # noqa: PLC0415
+
+            arm_from_env(default_sleep_seconds=2 * self.lease_ttl)
         await self.maintain()
         self._tick = asyncio.get_running_loop().create_task(self._tick_loop())
 

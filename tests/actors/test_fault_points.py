@@ -9,19 +9,18 @@ from collections.abc import Iterator
 import pytest
 from actor_helpers import Collector, SupervisorFactory, wait_terminal
 
-import storage
 from actors import ChildControl, ChildOutcome, ChildRequest
 from properties import FaultyStore, Gate
-from storage import ManualClock, StaleFence
+from storage import ManualClock, RetryableStorage, StaleFence, faults
 
 STORE_POINTS = ("store.before_commit", "store.after_commit", "store.after_commit_before_response")
 
 
 @pytest.fixture(autouse=True)
 def clean_registry() -> Iterator[None]:
-    storage.reset_faults()
+    faults.reset_faults()
     yield
-    storage.reset_faults()
+    faults.reset_faults()
 
 
 def gated_runner(gate: Gate, output: str = "done") -> object:
@@ -43,14 +42,14 @@ def test_store_faults_after_acceptance_are_retried_and_the_attempt_ends_once(
     supervisor = make_supervisor(runner=gated_runner(gate), store=faulty, on_complete=collector)
     attempt = supervisor.delegate_sync("research", "p").attempt_id
     assert gate.entered.wait(10)
-    storage.arm(point, action, times=3)
+    faults.arm(point, action, times=3)
     gate.open()
     assert collector.event.wait(10)
     supervisor.shutdown_checked_sync(5)
     assert [r.output for r in collector.for_attempt(attempt)] == ["done"]
     record = faulty.load_attempt(attempt)
     assert (record.execution_status, record.delivery_status) == ("completed", "delivered")
-    assert storage.fault_counts()[point] == 3
+    assert faults.fault_counts()[point] == 3
 
 
 def test_a_transient_mid_heartbeat_is_retried_and_keeps_ownership(
@@ -61,10 +60,10 @@ def test_a_transient_mid_heartbeat_is_retried_and_keeps_ownership(
     attempt = supervisor.delegate_sync("research", "p").attempt_id
     assert gate.entered.wait(10)
     accepted = faulty.load_attempt(attempt).owner_lease.lease_expires_at
-    storage.arm("actor.mid_heartbeat", "raise_transient", times=3)
-    assert storage.wait_fired("actor.mid_heartbeat", 3, 10)
+    faults.arm("actor.mid_heartbeat", "raise_transient", times=3)
+    assert faults.wait_fired("actor.mid_heartbeat", 3, 10)
     clock.advance(10)  # within the lease: the next successful renewal moves it on
-    storage.disarm_all()
+    faults.disarm_all()
     renewed = threading.Event()
     original = faulty._invoke
 
@@ -90,10 +89,10 @@ def test_sleeping_past_the_ttl_mid_heartbeat_loses_the_lease_and_fences_the_owne
     attempt = supervisor.delegate_sync("research", "p").attempt_id
     assert gate.entered.wait(10)
     lease = faulty.load_attempt(attempt).owner_lease
-    storage.configure(sleeper=clock.advance, sleep_seconds=31.0)  # the lease TTL is 30 s
-    storage.arm("actor.mid_heartbeat", "sleep_past_ttl")
+    faults.configure(sleeper=clock.advance, sleep_seconds=31.0)  # the lease TTL is 30 s
+    faults.arm("actor.mid_heartbeat", "sleep_past_ttl")
     assert wait_terminal(supervisor, attempt) == "lost"
-    assert storage.fault_counts() == {"actor.mid_heartbeat": 1}
+    assert faults.fault_counts() == {"actor.mid_heartbeat": 1}
     # The paused owner's renewal is refused: its lease expired at store time.
     with pytest.raises(StaleFence):
         faulty.heartbeat_attempt(
@@ -117,12 +116,12 @@ def test_a_fault_after_the_terminal_commit_is_recovered_by_exact_replay(
     collector = Collector()
     supervisor = make_supervisor(runner=gated_runner(gate), store=faulty, on_complete=collector)
     attempt = supervisor.delegate_sync("research", "p").attempt_id
-    storage.arm("actor.after_terminal_commit_before_callback", action)
+    faults.arm("actor.after_terminal_commit_before_callback", action)
     gate.open()
     assert collector.event.wait(10)
     supervisor.shutdown_checked_sync(5)
     assert [r.output for r in collector.for_attempt(attempt)] == ["done"]
-    assert storage.fault_counts() == {"actor.after_terminal_commit_before_callback": 1}
+    assert faults.fault_counts() == {"actor.after_terminal_commit_before_callback": 1}
     # The first commit applied; the second was the exact replay the store answered Ok.
     assert faulty.calls["commit_terminal"] == 2
     assert faulty.load_attempt(attempt).delivery_status == "delivered"
@@ -135,14 +134,14 @@ def test_a_fault_inside_the_finalizer_becomes_failed_evidence_delivered_once(
     collector = Collector()
     supervisor = make_supervisor(runner=gated_runner(gate), store=faulty, on_complete=collector)
     attempt = supervisor.delegate_sync("research", "p").attempt_id
-    storage.arm("actor.inside_finalizer", "raise_transient")
+    faults.arm("actor.inside_finalizer", "raise_transient")
     gate.open()
     assert collector.event.wait(10)
     supervisor.shutdown_checked_sync(5)
     (result,) = collector.for_attempt(attempt)
     assert (result.status, result.failure_category) == ("failed", "execution_error")
     assert "finalizer raised RetryableStorage" in (result.error or "")
-    assert storage.fault_counts() == {"actor.inside_finalizer": 1}
+    assert faults.fault_counts() == {"actor.inside_finalizer": 1}
     assert faulty.calls["commit_terminal"] == 1
 
 
@@ -154,8 +153,8 @@ def test_a_fault_between_admitting_a_continuation_and_its_ack_releases_the_claim
     attempt = supervisor.delegate_sync("research", "p").attempt_id
     gate.open()
     assert wait_terminal(supervisor, attempt) == "terminal"
-    storage.arm("delivery.after_continuation_admitted_before_ack", "raise_transient")
-    with pytest.raises(storage.RetryableStorage):
+    faults.arm("delivery.after_continuation_admitted_before_ack", "raise_transient")
+    with pytest.raises(RetryableStorage):
         supervisor.take_pending_sync("continuation-1")
     assert faulty.load_attempt(attempt).delivery_status == "undelivered"
     # The next consuming run takes it, exactly once.
@@ -163,4 +162,4 @@ def test_a_fault_between_admitting_a_continuation_and_its_ack_releases_the_claim
     assert (result.attempt_id, result.output) == (attempt, "done")
     assert supervisor.take_pending_sync("continuation-3") == []
     assert faulty.load_attempt(attempt).delivery_status == "delivered"
-    assert storage.fault_counts() == {"delivery.after_continuation_admitted_before_ack": 1}
+    assert faults.fault_counts() == {"delivery.after_continuation_admitted_before_ack": 1}
