@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import errno
 import logging
 import resource
 import threading
@@ -192,11 +193,27 @@ def guarded_protocol(guard: ConnectionGuard) -> type[H11Protocol]:
     return GuardedH11Protocol
 
 
+_EXHAUSTED = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+"""Resource exhaustion: an expected condition at the limit, told in one line."""
+
+
+def _one_line_if_exhausted(record: logging.LogRecord) -> None:
+    """A record carrying an out-of-descriptors (or buffers, memory) ``OSError``
+    becomes one line naming the error, without its traceback: at the limit every
+    accept fails the same way, and a traceback says nothing more."""
+    error = record.exc_info[1] if record.exc_info else None
+    if isinstance(error, OSError) and error.errno in _EXHAUSTED:
+        first = record.getMessage().splitlines()[0] if record.getMessage() else ""
+        record.msg, record.args = f"{first}: {error.strerror}", ()
+        record.exc_info, record.exc_text = None, None
+
+
 class RateLimitFilter(logging.Filter):
     """Pass one record per message template per ``interval`` seconds; count the rest.
 
-    The next record passed for a template says how many were suppressed, and
-    drops their tracebacks. Thread-safe (logging may run on any thread).
+    The next record passed for a template says how many were suppressed. A record
+    about exhausted descriptors is one line, never a traceback. Thread-safe
+    (logging may run on any thread).
     """
 
     def __init__(self, interval: float, now: Callable[[], float] = time.monotonic) -> None:
@@ -207,6 +224,7 @@ class RateLimitFilter(logging.Filter):
         self._seen: dict[Any, tuple[float, int]] = {}
 
     def filter(self, record: logging.LogRecord) -> bool:
+        _one_line_if_exhausted(record)
         # The first 48 characters: asyncio puts handles and timestamps after them.
         text = record.msg if isinstance(record.msg, str) else type(record.msg).__name__
         key = (record.name, text[:48])

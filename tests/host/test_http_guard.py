@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
+import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -96,6 +98,39 @@ def test_the_rate_limit_filter_passes_one_record_per_interval() -> None:
     last = record(f"{text}\nsocket: <TransportSocket fd=9>")
     assert limiter.filter(last)
     assert "(8 similar suppressed)" in last.getMessage()
+
+
+def test_an_accept_out_of_descriptors_is_one_line_without_a_traceback() -> None:
+    """asyncio logs EMFILE from accept() with its traceback; at the limit that would be
+    a traceback per retry, so the filter keeps the first line and the error only."""
+    limiter = RateLimitFilter(10.0, now=Clock())
+    try:
+        raise OSError(errno.EMFILE, "Too many open files")
+    except OSError:
+        exc_info = sys.exc_info()
+    record = logging.LogRecord(
+        "asyncio",
+        logging.ERROR,
+        __file__,
+        1,
+        "socket.accept() out of system resource\nsocket: <TransportSocket fd=10>",
+        None,
+        exc_info,
+    )
+    assert limiter.filter(record)
+    assert record.exc_info is None
+    assert logging.Formatter().format(record) == (
+        "socket.accept() out of system resource: Too many open files"
+    )
+    other = logging.LogRecord(
+        "asyncio", logging.ERROR, __file__, 1, "a handler failed", None, exc_info=None
+    )
+    try:
+        raise ValueError("a bug")
+    except ValueError:
+        other.exc_info = sys.exc_info()
+    assert limiter.filter(other)
+    assert other.exc_info is not None  # a real error keeps its traceback
 
 
 def test_the_connection_cap_stays_under_the_fd_limit() -> None:
