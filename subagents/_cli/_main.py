@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Sequence
+from importlib.metadata import PackageNotFoundError, version
 
 from statemachines import SubagentsError
 
@@ -17,10 +18,19 @@ COMMAND_GROUPS = (_serve, _run, _diagram, _verify, _attempts, _db, _chat, _demo)
 """In the order ``subagents --help`` lists them."""
 
 
+def package_version() -> str:
+    """The installed distribution's version (``unknown`` when run from an uninstalled tree)."""
+    try:
+        return version("subagents")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="subagents", description="A reliable delegation kernel for LLM agents."
     )
+    parser.add_argument("--version", action="version", version=f"subagents {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in COMMAND_GROUPS:
         group.register(sub)
