@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from storage import StoreError
@@ -29,8 +30,14 @@ def _url(store: str | None, config_file: str | None) -> str:
     return url
 
 
-def manage_schema(action: str, store: str | None, config_file: str | None, schema: str) -> int:
-    """``migrate`` (apply what is missing) or ``status`` of the schema ``schema`` at the store."""
+def manage_schema(
+    action: str, store: str | None, config_file: str | None, schema: str, as_json: bool = False
+) -> int:
+    """``migrate`` (apply what is missing) or ``status`` of the schema ``schema`` at the store.
+
+    With ``as_json``, one JSON object on stdout: ``store`` (password masked), ``schema``,
+    ``version_before``, ``applied``, ``version``, ``latest``, ``needs_migration``.
+    """
     url = _url(store, config_file)
     masked = mask_url(url)
     try:
@@ -41,6 +48,18 @@ def manage_schema(action: str, store: str | None, config_file: str | None, schem
         raise store_url_error(exc, url) from None
     except ValueError as exc:  # a bad --schema name
         raise CliError(str(exc), "use lower-case letters, digits and _") from None
+    if as_json:
+        report = {
+            "store": masked,
+            "schema": schema,
+            "version_before": before,
+            "applied": list(applied),
+            "version": after,
+            "latest": LATEST_VERSION,
+            "needs_migration": after < LATEST_VERSION,
+        }
+        sys.stdout.write(json.dumps(report) + "\n")
+        return 0
     if action == "migrate":
         done = ", ".join(str(v) for v in applied) if applied else "none (up to date)"
         sys.stdout.write(f"{masked} (schema {schema}): applied migrations: {done}\n")
@@ -51,7 +70,7 @@ def manage_schema(action: str, store: str | None, config_file: str | None, schem
 
 
 def run(args: argparse.Namespace) -> int:
-    return manage_schema(args.db_command, args.store, args.config, args.schema)
+    return manage_schema(args.db_command, args.store, args.config, args.schema, args.json)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -66,3 +85,4 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         add_config_option(p)
         p.add_argument("--store", metavar="URL", help="postgresql://... (default: host.store)")
         p.add_argument("--schema", default="public", help="PostgreSQL schema (default: public)")
+        p.add_argument("--json", action="store_true", help="print one JSON object")
