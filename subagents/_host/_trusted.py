@@ -134,7 +134,7 @@ class TrustedAttempts:
         if len(matches) == 1:
             return matches[0]
         if not matches:
-            raise NotFound(f"no attempt {id_or_prefix[:100]!r}", attempt_id=id_or_prefix)
+            raise NotFound("no such attempt", attempt_id=id_or_prefix)
         raise AmbiguousAttemptId(
             f"attempt id prefix {id_or_prefix[:100]!r} matches {len(matches)} attempts: "
             + ", ".join(matches[:10])
