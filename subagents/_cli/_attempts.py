@@ -1,7 +1,7 @@
 """``subagents attempts list | show | cancel``: trusted operations on durable attempts.
 
-They work on a data directory (LMDB, opened shared beside a host that may be
-serving it) or on a PostgreSQL store (``--store URL``, never migrated here: an
+They work on a data directory (LMDB, opened without the host lock, beside a
+host that may be serving it) or on a PostgreSQL store (``--store URL``, never migrated here: an
 inspection command does not change the schema).
 """
 
@@ -36,7 +36,7 @@ def _open(data_dir: str | None, store: str | None, schema: str) -> OpenedStore:
             f"no store in data directory {directory}",
             "pass the --data-dir a host was served with",
         )
-    return open_store(directory, shared=True)
+    return open_store(directory, lock=False)
 
 
 _T = TypeVar("_T")

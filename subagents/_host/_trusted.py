@@ -201,7 +201,7 @@ def list_attempts(
     session_id: str | None = None,
 ) -> list[AttemptView]:
     """Every attempt in ``data_dir`` (also while a host serves it)."""
-    opened = open_store(Path(data_dir), shared=True)
+    opened = open_store(Path(data_dir), lock=False)
     try:
         return TrustedAttempts(opened.store, namespace_id).list(session_id)
     finally:
@@ -209,7 +209,7 @@ def list_attempts(
 
 
 def show_attempt(data_dir: str | os.PathLike[str], attempt_id: str) -> AttemptView:
-    opened = open_store(Path(data_dir), shared=True)
+    opened = open_store(Path(data_dir), lock=False)
     try:
         return TrustedAttempts(opened.store).show(attempt_id)
     finally:
@@ -220,7 +220,7 @@ def cancel_attempt(
     data_dir: str | os.PathLike[str], attempt_id: str, reason: str = "cancelled by operator"
 ) -> AttemptView:
     """Cancel an attempt whose owner is gone (:class:`AttemptOwned` while its lease is live)."""
-    opened = open_store(Path(data_dir), shared=True)
+    opened = open_store(Path(data_dir), lock=False)
     try:
         return TrustedAttempts(opened.store).cancel(attempt_id, reason)
     finally:
