@@ -7,6 +7,8 @@ Layering: ``actors`` imports ``storage`` and ``statemachines`` only; the SDK
 :class:`BackgroundSubagentSupervisor`, which talks to them in typed messages.
 """
 
+import logging
+
 from ._child import ChildControl as ChildControl
 from ._child import ChildOutcome as ChildOutcome
 from ._child import ChildRequest as ChildRequest
@@ -25,6 +27,13 @@ from ._results import SteerReceipt as SteerReceipt
 from ._results import WaitResult as WaitResult
 from ._supervisor import BackgroundSubagentSupervisor as BackgroundSubagentSupervisor
 from ._supervisor import CompletionCallback as CompletionCallback
+
+# Every library logger of this distribution sits under ``subagents`` (``subagents.actors``,
+# ``subagents.host``, ...). Without a handler there, Python's last-resort handler would
+# print their warnings on an embedding application's stderr; the NullHandler leaves
+# that to the application's own logging configuration. Installed here, the lowest
+# package that logs, so it holds whether or not the SDK is imported.
+logging.getLogger("subagents").addHandler(logging.NullHandler())
 
 __all__ = [
     "AttemptSummary",

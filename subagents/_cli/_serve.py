@@ -222,4 +222,4 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve.add_argument("--token-file", help="where to write the HTTP bearer token")
     serve.add_argument("--tick", type=positive, default=1.0, help="maintenance tick, seconds")
     serve.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr")
-    serve.set_defaults(handler=run)
+    serve.set_defaults(handler=run, configures_logging=True)
