@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
+import json
 import os
 import sys
 import tempfile
@@ -87,7 +89,8 @@ def _machine_runs(args: argparse.Namespace) -> int:
 
     ``--decisions`` prints the reference model's reading of open contract points
     instead; ``--planted`` runs each machine against its planted bug (exit 1 when
-    one is missed); ``--paths`` adds the coverage of each outcome path.
+    one is missed); ``--paths`` adds the coverage of each outcome path. With
+    ``--json`` the progress goes to stderr and stdout holds one JSON document.
     """
     import properties  # noqa: PLC0415
     from properties._runner import print_paths, run_planted  # noqa: PLC0415
@@ -104,7 +107,7 @@ def _machine_runs(args: argparse.Namespace) -> int:
     settings = properties.profile_settings(profile)
     results = []
     started = time.monotonic()
-    console = Console(highlight=False)
+    console = Console(highlight=False, stderr=args.json)
     with Progress(console=console, transient=False) as progress:
         task = progress.add_task("properties", total=len(machines) * len(factories))
         for name in machines:
@@ -116,6 +119,11 @@ def _machine_runs(args: argparse.Namespace) -> int:
                     console.print(
                         f"  {name} x {factory.name}: {'ok' if results[-1].ok else 'FAIL'}"
                     )
+    if args.json:
+        runs = [{**dataclasses.asdict(r), "ok": r.ok} for r in results]
+        document = {"profile": profile, "runs": runs, "failures": sum(not r.ok for r in results)}
+        sys.stdout.write(json.dumps(document) + "\n")
+        return 1 if document["failures"] else 0
     if args.paths:
         print_paths(results, sys.stdout)
     return _print_machine_runs(console, profile, results, time.monotonic() - started)
@@ -245,7 +253,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "at the profile's budget and print the figures; exit 1 on any violation",
     )
     verify.add_argument("--seed", type=int, help="with --report: the seed (default 0)")
-    verify.add_argument("--json", action="store_true", help="with --report: print one JSON")
+    verify.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON document: the runs, or with --report the report",
+    )
     verify.add_argument("--workdir", help="with --report: keep the runs' files here")
     verify.add_argument(
         "--skip", action="append", choices=REPORT_SECTIONS, help="with --report: skip a section"

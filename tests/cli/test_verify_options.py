@@ -78,3 +78,18 @@ def test_verify_planted_catches_the_planted_bug() -> None:
     )
     assert proc.returncode == 0, proc.stderr + proc.stdout
     assert proc.stdout.startswith("caught: fencing x ")
+
+
+def test_verify_json_is_one_document_on_stdout() -> None:
+    import json
+
+    proc = run(
+        "-m", "subagents._cli", "verify", "--json", "--machine", "fencing", "--profile", "dev"
+    )
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    document = json.loads(proc.stdout)
+    assert document["profile"] == "dev"
+    assert document["failures"] == 0
+    [only] = document["runs"]
+    assert (only["machine"], only["store"], only["ok"]) == ("fencing", "memory", True)
+    assert only["examples"] > 0
