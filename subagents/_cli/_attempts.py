@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import TypeVar
 
 import msgspec
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -46,10 +47,11 @@ _TIMES = ("lease_expires_at", "accepted_at", "terminal_at")
 
 
 def iso(timestamp: float | None) -> str:
-    """``timestamp`` (Unix seconds) as ISO-8601 in UTC to the second; ``-`` for ``None``."""
+    """``timestamp`` (Unix seconds) as ISO-8601 in UTC to the second (``...Z``); ``-``
+    for ``None``."""
     if timestamp is None:
         return "-"
-    return datetime.fromtimestamp(timestamp, tz=UTC).isoformat(timespec="seconds")
+    return datetime.fromtimestamp(timestamp, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def write_json(value: object) -> None:
@@ -59,7 +61,7 @@ def write_json(value: object) -> None:
 
 def attempts_table(views: Sequence[AttemptView]) -> Table:
     """One row per attempt: ids, phase, execution, owner and how long its lease lives."""
-    table = Table(title=f"{len(views)} attempts")
+    table = Table(title=f"{len(views)} attempts", box=box.SIMPLE_HEAD)
     table.add_column("attempt", no_wrap=True)
     for column in ("subagent", "session", "phase", "execution", "owner", "lease"):
         table.add_column(column, overflow="fold")
@@ -102,7 +104,8 @@ def _print(console: Console, as_json: bool, value: _T, table: Callable[[_T], Tab
 
 
 def run(args: argparse.Namespace) -> int:
-    console = Console(highlight=False)
+    # Piped, every attempt stays on one line (for grep and awk) instead of folding at 80.
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
     opened = _open(args.data_dir, args.store, args.schema)
     try:
         trusted = TrustedAttempts(opened.store, getattr(args, "namespace", "default"))

@@ -20,7 +20,7 @@ from subagents._host import AmbiguousAttemptId, TrustedAttempts
 
 pytestmark = pytest.mark.timeout(120)
 
-ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00")
+ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 
 
 def seed(data_dir: Path) -> None:
@@ -64,6 +64,9 @@ def test_human_output_has_iso_timestamps(tmp_path: Path) -> None:
     listed = run_cli("attempts", "list", "--data-dir", str(data))
     assert listed.returncode == 0, listed.stderr
     assert len(ISO.findall(listed.stdout)) == 2
+    for attempt_id in ("subattempt_0000live", "subattempt_0000lost"):  # one line each, piped
+        [line] = [line for line in listed.stdout.splitlines() if attempt_id in line]
+        assert "host-dead" in line and "research" in line and ISO.search(line), line
     shown = run_cli("attempts", "show", "subattempt_0000lost", "--data-dir", str(data))
     assert shown.returncode == 0, shown.stderr
     accepted = next(line for line in shown.stdout.splitlines() if "accepted_at" in line)
