@@ -412,7 +412,7 @@ def _parse(source: str | bytes, path: str | None) -> SubagentSpec:
     data, key_lines, repeats = _load_yaml(located, path)
     front = _Frontmatter.read(data, key_lines, located.first_line, path)
     name = front.required_text("name").strip()
-    problem = subagent_name_problem(name)
+    problem = _name_problem(name)
     if problem is not None:
         raise front.fail_for("name")(problem)
     description = front.required_text("description").strip()
@@ -436,7 +436,7 @@ def _parse(source: str | bytes, path: str | None) -> SubagentSpec:
     )
 
 
-def subagent_name_problem(name: str) -> str | None:
+def _name_problem(name: str) -> str | None:
     """Why ``name`` cannot name a subagent, or ``None`` when it can.
 
     Refused: the empty name; control, format (bidi overrides, zero-width) and
