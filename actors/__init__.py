@@ -7,6 +7,8 @@ Layering: ``actors`` imports ``storage`` and ``statemachines`` only; the SDK
 :class:`BackgroundSubagentSupervisor`, which talks to them in typed messages.
 """
 
+import logging
+
 from . import _guard  # noqa: F401 - first: refuse a foreign layer below (statemachines._guard)
 
 # isort: split
@@ -32,6 +34,13 @@ from ._supervisor import CompletionCallback as CompletionCallback
 
 _SUBAGENTS_LAYER = "actors"
 """Marks this package as subagents' own (checked by ``statemachines._guard``)."""
+
+# Every library logger of this distribution sits under ``subagents`` (``subagents.actors``,
+# ``subagents.host``, ...). Without a handler there, Python's last-resort handler would
+# print their warnings on an embedding application's stderr; the NullHandler leaves
+# that to the application's own logging configuration. Installed here, the lowest
+# package that logs, so it holds whether or not the SDK is imported.
+logging.getLogger("subagents").addHandler(logging.NullHandler())
 
 __all__ = [
     "AttemptSummary",

@@ -85,7 +85,7 @@ from ._record_view import RecordView
 from ._results import CancelResult, SteerReceipt
 from ._runtime import ClosableInbox, Runtime
 
-log = logging.getLogger("actors")
+log = logging.getLogger("subagents.actors")
 
 EXECUTION_ERROR = "execution_error"
 CANCELLED = "cancelled"

@@ -51,7 +51,7 @@ from ._config import SupervisorLimits
 from ._errors import BackgroundSubagentError
 from ._results import BackgroundResult
 
-log = logging.getLogger("actors")
+log = logging.getLogger("subagents.actors")
 T = TypeVar("T")
 
 DELIVERY_RETRIES = 8

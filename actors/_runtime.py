@@ -26,7 +26,7 @@ from ._delivery import DeltaBox
 from ._machines import MachinePool
 from ._record_view import RecordView
 
-log = logging.getLogger("actors")
+log = logging.getLogger("subagents.actors")
 
 
 def simple_inbox() -> Any:

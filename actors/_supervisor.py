@@ -106,7 +106,7 @@ from ._results import (
 from ._runtime import LoopThread, Runtime, ThreadCache, WorkerPool, simple_inbox
 from ._twins import Await, Blocking, Detached, DetachedThreads, Steps, twins
 
-log = logging.getLogger("actors")
+log = logging.getLogger("subagents.actors")
 
 MAX_WAIT_SECONDS = 300.0
 CompletionCallback = Callable[[BackgroundResult], Any]

@@ -120,7 +120,7 @@ SHUTDOWN_AFTER = 25
 that the closed supervisor refuses them, once each)."""
 RARELY = st.integers(0, 3).map(lambda n: n == 3)
 OUR_THREADS = ("subagents-",)
-ACTORS_LOG = logging.getLogger("actors")
+ACTORS_LOG = logging.getLogger("subagents.actors")
 TERMINAL = frozenset(EXECUTION.terminal)
 
 

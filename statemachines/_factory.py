@@ -66,10 +66,11 @@ def _wrap_trigger(spec: MachineSpec, model: Any, trigger: str) -> None:
 def to_mermaid(spec: MachineSpec) -> str:
     """Render ``spec`` as a mermaid ``stateDiagram-v2``, deterministically.
 
-    Terminal states get an edge to ``[*]``; the initial state an edge from it.
+    Terminal states get an edge to ``[*]``; the initial state and each of
+    ``spec.entries`` an edge from it.
     """
     lines = ["stateDiagram-v2", f"  %% {spec.name}: {spec.description}".rstrip(": ")]
-    lines.append(f"  [*] --> {spec.initial}")
+    lines.extend(f"  [*] --> {entry}" for entry in (spec.initial, *spec.entries))
     for t in spec.transitions:
         lines.append(f"  {t.source} --> {t.dest}: {t.trigger}")
     for state in spec.states:

@@ -27,7 +27,12 @@ class Transition:
 
 @dataclass(frozen=True, slots=True)
 class MachineSpec:
-    """A lifecycle: states, initial state, terminal states and transitions."""
+    """A lifecycle: states, initial state, terminal states and transitions.
+
+    ``entries`` are the other states a record may be created in (besides
+    ``initial``): retention starts in ``artifact`` when the result is committed
+    straight to an artifact. The diagram draws an entry edge into each.
+    """
 
     name: str
     states: tuple[str, ...]
@@ -35,13 +40,15 @@ class MachineSpec:
     terminal: frozenset[str]
     transitions: tuple[Transition, ...]
     description: str = ""
+    entries: tuple[str, ...] = ()
     _edges: frozenset[tuple[str, str]] = field(init=False, repr=False, compare=False)
     _triggers: dict[tuple[str, str], str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         known = set(self.states)
-        if self.initial not in known:
-            raise ValueError(f"{self.name}: initial state {self.initial!r} is not a state")
+        for entry in (self.initial, *self.entries):
+            if entry not in known:
+                raise ValueError(f"{self.name}: initial state {entry!r} is not a state")
         for row in self.transitions:
             if row.source not in known or row.dest not in known:
                 raise ValueError(f"{self.name}: transition {row} names an unknown state")
@@ -190,6 +197,7 @@ RETENTION = MachineSpec(
     description="Where a terminal result's content lives until it expires.",
     states=tuple(s.value for s in RetentionStatus),
     initial="inline",
+    entries=("artifact",),  # a result over the inline limit is committed as an artifact
     terminal=frozenset({"expired"}),
     transitions=_rows(("expire", ("inline", "artifact"), "expired")),
 )

@@ -1,16 +1,21 @@
 """``subagents attempts list | show | cancel``: trusted operations on durable attempts.
 
-They work on a data directory (LMDB, opened shared beside a host that may be
-serving it) or on a PostgreSQL store (``--store URL``, never migrated here: an
+They work on a data directory (LMDB, opened without the host lock, beside a
+host that may be serving it) or on a PostgreSQL store (``--store URL``, never migrated here: an
 inspection command does not change the schema).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import TypeVar
 
+import msgspec
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -32,15 +37,35 @@ def _open(data_dir: str | None, store: str | None, schema: str) -> OpenedStore:
             f"no store in data directory {directory}",
             "pass the --data-dir a host was served with",
         )
-    return open_store(directory, shared=True)
+    return open_store(directory, lock=False)
+
+
+_T = TypeVar("_T")
+
+_TIMES = ("lease_expires_at", "accepted_at", "terminal_at")
+"""The :class:`AttemptView` fields that are Unix timestamps (shown as ISO-8601)."""
+
+
+def iso(timestamp: float | None) -> str:
+    """``timestamp`` (Unix seconds) as ISO-8601 in UTC to the second (``...Z``); ``-``
+    for ``None``."""
+    if timestamp is None:
+        return "-"
+    return datetime.fromtimestamp(timestamp, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def write_json(value: object) -> None:
+    """``value`` as one JSON document on stdout (timestamps stay Unix seconds)."""
+    sys.stdout.write(msgspec.json.encode(value).decode() + "\n")
 
 
 def attempts_table(views: Sequence[AttemptView]) -> Table:
     """One row per attempt: ids, phase, execution, owner and how long its lease lives."""
-    table = Table(title=f"{len(views)} attempts")
+    table = Table(title=f"{len(views)} attempts", box=box.SIMPLE_HEAD)
     table.add_column("attempt", no_wrap=True)
     for column in ("subagent", "session", "phase", "execution", "owner", "lease"):
         table.add_column(column, overflow="fold")
+    table.add_column("accepted", no_wrap=True)
     now = time.time()
     for v in views:
         if v.lease_live:
@@ -48,7 +73,14 @@ def attempts_table(views: Sequence[AttemptView]) -> Table:
         else:
             lease = "expired" if v.execution_status in _LIVE else "-"
         table.add_row(
-            v.attempt_id, v.subagent_name, v.session_id, v.phase, v.execution_status, v.owner, lease
+            v.attempt_id,
+            v.subagent_name,
+            v.session_id,
+            v.phase,
+            v.execution_status,
+            v.owner,
+            lease,
+            iso(v.accepted_at),
         )
     return table
 
@@ -59,20 +91,30 @@ def attempt_table(found: AttemptView) -> Table:
     table.add_column("field", no_wrap=True)
     table.add_column("value", no_wrap=True)
     for key in AttemptView.__struct_fields__:
-        table.add_row(key, str(getattr(found, key)))
+        value = getattr(found, key)
+        table.add_row(key, iso(value) if key in _TIMES else str(value))
     return table
 
 
+def _print(console: Console, as_json: bool, value: _T, table: Callable[[_T], Table]) -> None:
+    if as_json:
+        write_json(value)
+    else:
+        console.print(table(value))
+
+
 def run(args: argparse.Namespace) -> int:
-    console = Console(highlight=False)
+    # Piped, every attempt stays on one line (for grep and awk) instead of folding at 80.
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
     opened = _open(args.data_dir, args.store, args.schema)
     try:
         trusted = TrustedAttempts(opened.store, getattr(args, "namespace", "default"))
         if args.attempts_command == "list":
-            console.print(attempts_table(trusted.list(args.session)))
+            views = trusted.list(args.session)
+            _print(console, args.json, views, attempts_table)
             return 0
         if args.attempts_command == "show":
-            console.print(attempt_table(trusted.show(args.attempt_id)))
+            _print(console, args.json, trusted.show(args.attempt_id), attempt_table)
             return 0
         cancelled = trusted.cancel(args.attempt_id, args.reason)
     finally:
@@ -91,7 +133,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     alist.add_argument("--session", help="only this session")
     alist.add_argument("--namespace", default="default", help="the attempts' namespace")
     ashow = asub.add_parser("show", help="one attempt")
-    ashow.add_argument("attempt_id")
+    ashow.add_argument("attempt_id", help="the full id, or a unique prefix of it")
+    for p in (alist, ashow):
+        p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     acancel = asub.add_parser("cancel", help="cancel an attempt whose owner is gone")
     acancel.add_argument("attempt_id")
     acancel.add_argument("--reason", default="cancelled by operator")

@@ -27,12 +27,12 @@ from rich.markup import escape
 
 from storage import ASYNC_SUBAGENT_RESULT, RunConflict, StoreError
 
-from .._host import HostConfig, load_host_config, open_host
+from .._host import DataDirBusy, HostConfig, load_host_config, open_host
 from .._host._agents import UnknownProfile
 from .._host._jsonrpc import Connection, ErrorCode, RpcError
 from .._host._methods import HostEvent, RunStartParams, SessionCreateParams
 from .._host._service import HostService
-from ._common import add_config_option, config_path, positive
+from ._common import CliError, add_config_option, config_path, positive
 from ._demo import CHAT_CONFIG, register_demo_models
 
 _TERMINAL = {"completed", "failed", "cancelled"}
@@ -211,7 +211,14 @@ def run_chat(
             known=sorted(host_config.profiles),
             fix=f"use one of: {known}, or add [profiles.{profile}] to the config",
         )
-    service = open_host(host_config, data_dir=data_dir, memory=data_dir is None, tick_seconds=0.1)
+    try:
+        service = open_host(
+            host_config, data_dir=data_dir, memory=data_dir is None, tick_seconds=0.1
+        )
+    except DataDirBusy as exc:  # its fix names --shared, which chat does not take
+        raise CliError(
+            exc.message, "stop that host, or give chat another --data-dir (or none: in memory)"
+        ) from None
     console = console or Console(highlight=False)
     return asyncio.run(_chat(service, console, profile, stdin or sys.stdin, wait))
 

@@ -22,7 +22,7 @@ EXIT_USAGE = 2
 FIXES: dict[str, str] = {
     "ModelResolutionError": "check the model_id (provider:model) and the provider setup",
     "MissingApiKey": "export the provider's API key, or use a test: model",
-    "ProviderNotInstalled": "install the provider's extra, e.g. pip install 'subagents[openai]'",
+    "ProviderNotInstalled": "install the provider's extra: pip install '.[openai]' in the clone",
     "NotFound": "check the id (subagents attempts list --data-dir ... or --store ...)",
 }
 """The fix printed for a library error that carries none, by the error's class name."""

@@ -14,6 +14,7 @@ never reaches the output.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -39,8 +40,14 @@ def _url(store: str | None, config_file: str | None) -> str:
     return url
 
 
-def manage_schema(action: str, store: str | None, config_file: str | None, schema: str) -> int:
-    """``migrate`` (apply what is missing) or ``status`` of the schema ``schema`` at the store."""
+def manage_schema(
+    action: str, store: str | None, config_file: str | None, schema: str, as_json: bool = False
+) -> int:
+    """``migrate`` (apply what is missing) or ``status`` of the schema ``schema`` at the store.
+
+    With ``as_json``, one JSON object on stdout: ``store`` (password masked), ``schema``,
+    ``version_before``, ``applied``, ``version``, ``latest``, ``needs_migration``.
+    """
     url = _url(store, config_file)
     masked = mask_url(url)
     try:
@@ -51,6 +58,18 @@ def manage_schema(action: str, store: str | None, config_file: str | None, schem
         raise store_url_error(exc, url) from None
     except ValueError as exc:  # a bad --schema name
         raise CliError(str(exc), "use lower-case letters, digits and _") from None
+    if as_json:
+        report = {
+            "store": masked,
+            "schema": schema,
+            "version_before": before,
+            "applied": list(applied),
+            "version": after,
+            "latest": LATEST_VERSION,
+            "needs_migration": after < LATEST_VERSION,
+        }
+        sys.stdout.write(json.dumps(report) + "\n")
+        return 0
     if action == "migrate":
         done = ", ".join(str(v) for v in applied) if applied else "none (up to date)"
         sys.stdout.write(f"{masked} (schema {schema}): applied migrations: {done}\n")
@@ -128,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
         return check_data(args)
     if args.db_command == "backup":
         return backup_data(args)
-    return manage_schema(args.db_command, args.store, args.config, args.schema)
+    return manage_schema(args.db_command, args.store, args.config, args.schema, args.json)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -143,6 +162,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         add_config_option(p)
         p.add_argument("--store", metavar="URL", help="postgresql://... (default: host.store)")
         p.add_argument("--schema", default="public", help="PostgreSQL schema (default: public)")
+        p.add_argument("--json", action="store_true", help="print one JSON object")
     check_parser = dsub.add_parser("check", help="verify every record and index entry")
     backup_parser = dsub.add_parser("backup", help="a consistent online copy of the store")
     backup_parser.add_argument(

@@ -25,7 +25,7 @@ from .._host._config import resolve_bind
 from .._host._datadir import redact, url_password, write_token_file
 from .._host._http import serve_http
 from .._host._stdio import serve_stdio
-from ._common import add_config_option, host_config, port, positive
+from ._common import CliError, add_config_option, host_config, port, positive
 
 Transport = Literal["stdio", "http"]
 
@@ -66,8 +66,10 @@ def serve_host(
     ephemeral; a non-loopback ``bind`` needs ``$SUBAGENTS_HOST_TOKEN``, else
     :class:`HostConfigError` before anything is written) and prints one JSON line naming
     the URL and where the bearer token is (``token_file``, else ``http.token`` in
-    the data directory, else the token itself). A ``KeyboardInterrupt`` ends it
-    quietly; any other error of the service propagates after it is closed.
+    the data directory, else the token itself), written once the port is bound: a
+    port that cannot be bound raises :class:`CliError` and writes no token. A
+    ``KeyboardInterrupt`` ends it quietly; any other error of the service
+    propagates after it is closed.
     """
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_serve(service, transport, port, bind, token_file))
@@ -101,24 +103,36 @@ async def _serve(
         await service.close()
         raise
     token = operator_token or secrets.token_urlsafe(32)
-    path = _write_token(service, token, token_file)
+    listening: list[str] = []
 
     def ready(url: str) -> None:
+        # The token file is written only once the port is bound: a host that
+        # cannot listen leaves no token behind.
+        path = _write_token(service, token, token_file)
+        listening.append(url)
         line = {"listening": url, "token_file": str(path) if path else None}
         if path is None:
             line["token"] = token
         sys.stdout.write(json.dumps(line) + "\n")
         sys.stdout.flush()
 
-    await serve_http(
-        service,
-        dispatcher,
-        token,
-        port=port,
-        bind=bind,
-        operator_token=bool(operator_token),
-        ready=ready,
-    )
+    try:
+        await serve_http(
+            service,
+            dispatcher,
+            token,
+            port=port,
+            bind=bind,
+            operator_token=bool(operator_token),
+            ready=ready,
+        )
+    except OSError as exc:
+        if listening:  # not a bind failure: the host was serving
+            raise
+        raise CliError(
+            f"cannot listen on {bind}:{port} ({exc.strerror or exc})",
+            "pass another --port (0 picks a free one), or stop what listens there",
+        ) from None
 
 
 def _write_token(
@@ -205,4 +219,4 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve.add_argument("--token-file", help="where to write the HTTP bearer token")
     serve.add_argument("--tick", type=positive, default=1.0, help="maintenance tick, seconds")
     serve.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr")
-    serve.set_defaults(handler=run)
+    serve.set_defaults(handler=run, configures_logging=True)

@@ -24,7 +24,7 @@ from ._background import (
 )
 from ._registry import SubagentRegistry
 
-log = logging.getLogger("subagents")
+log = logging.getLogger("subagents.delegation")
 
 #: Prefix of a background result injected into the parent's next turn.
 BACKGROUND_RESULT_PREFIX = "[background subagent result] "

@@ -27,6 +27,7 @@ from ._jsonrpc import ERROR_CODES, Connection, Dispatcher, ErrorCode, RpcError
 from ._methods import METHOD_NAMES, METHODS
 from ._service import HostService
 from ._trusted import (
+    AmbiguousAttemptId,
     AttemptOwned,
     AttemptView,
     TrustedAttempts,
@@ -86,6 +87,7 @@ __all__ = [
     "METHODS",
     "METHOD_NAMES",
     "OPENRPC_PATH",
+    "AmbiguousAttemptId",
     "AttemptOwned",
     "AttemptView",
     "Connection",

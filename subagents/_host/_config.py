@@ -17,7 +17,7 @@ Shape::
     namespace = "default"
     default_profile = "default"
     subagents_dir = "agents"     # optional directory of markdown subagents
-    lease_ttl = 30.0
+    lease_ttl = 30.0             # seconds, at least 0.5; heartbeats every lease_ttl / 3
     max_request_bytes = 1048576
     max_batch = 32
     bind = "127.0.0.1"           # HTTP address; not loopback: refused without an
@@ -87,6 +87,15 @@ class HostConfigError(SubagentsError):
 
     def __str__(self) -> str:
         return self.message
+
+
+MIN_LEASE_TTL = 0.5
+"""The shortest ``[host] lease_ttl`` accepted, in seconds. Leases are renewed every
+``lease_ttl / 3`` (the heartbeat), so a lease is three heartbeats long; at 0.5 s
+a heartbeat may run ~170 ms late before the lease lapses (the reliability
+harness's SIGSTOP scenario runs at this bound). Shorter leases expire under
+ordinary delays (a loaded machine, a GC pause, a slow store write) and every
+run would lose its lease."""
 
 
 def config_error(path: str, key: str | None, problem: str, fix: str) -> HostConfigError:
@@ -309,9 +318,14 @@ def load_host_config(
 def _check(config: HostConfig, providers: ModelProviderRegistry) -> None:
     src = config.source
     host = config.host
-    if not (math.isfinite(host.lease_ttl) and host.lease_ttl > 0):
+    if not (math.isfinite(host.lease_ttl) and host.lease_ttl >= MIN_LEASE_TTL):
         raise config_error(
-            src, "host.lease_ttl", "must be a positive number of seconds", "e.g. lease_ttl = 30"
+            src,
+            "host.lease_ttl",
+            f"must be a positive number of seconds, at least {MIN_LEASE_TTL:g} (got "
+            f"{host.lease_ttl:g}): leases are "
+            "renewed every lease_ttl / 3, so a shorter one expires under ordinary delays",
+            "e.g. lease_ttl = 30",
         )
     if host.store is not None:
         scheme, sep, _rest = host.store.partition("://")

@@ -15,8 +15,8 @@ layer refuses (:class:`storage.StoreRefused`: marker without database,
 truncated or damaged file, another store's database) is
 :class:`DataDirCorrupt` carrying the storage layer's own ``fix``.
 
-A directory served by a live host is *busy* (:class:`DataDirBusy`) unless the
-second host asks to share it (``shared=True``: several hosts, each with its
+A directory served by a live host is *busy* (:class:`DataDirBusy`) unless every
+host serving it asks to share it (``shared=True``: several hosts, each with its
 own owner identity, fenced by leases in the store). Files that are not a valid
 store are *corrupt* (:class:`DataDirCorrupt`). Both errors carry a one-line
 ``fix``.
@@ -185,31 +185,47 @@ def _open_private(path: Path, what: str, flags: int) -> int:
 
 
 class DataDirLock:
-    """An exclusive lock on ``<data_dir>/host.lock``, released on close or process death.
+    """A lock on ``<data_dir>/host.lock`` (flock), released on close or process death.
 
-    :class:`DataDirBusy` when a live host holds it; :class:`DataDirCorrupt`
-    when ``host.lock`` is a directory, a symlink or another non-file."""
+    Exclusive by default: no other host, shared or not, may hold it. With
+    ``shared=True`` it is a shared lock: any number of shared hosts hold it
+    together, but not beside an exclusive one. Either way a conflicting holder
+    raises :class:`DataDirBusy` whose ``fix`` says what the caller can change;
+    :class:`DataDirCorrupt` when ``host.lock`` is a directory, a symlink or
+    another non-file.
+    """
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, shared: bool = False) -> None:
         self.path = directory / "host.lock"
         self._fd: int | None = None
         fd = _open_private(self.path, "lock file", os.O_RDWR | os.O_CREAT)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = ""
             with contextlib.suppress(OSError, ValueError):
                 holder = os.pread(fd, 32, 0).decode().strip()
             os.close(fd)
-            raise DataDirBusy(
-                f"data directory {directory} is in use by another host"
-                + (f" (pid {holder})" if holder else ""),
-                path=str(directory),
-                fix="stop that host, pass another --data-dir, or share it on purpose with --shared",
-            ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
+            raise self._busy(directory, holder, shared) from None
+        os.ftruncate(fd, 0)  # shared holders are several: no one pid to name
+        if not shared:
+            os.pwrite(fd, str(os.getpid()).encode(), 0)
         self._fd = fd
+
+    @staticmethod
+    def _busy(directory: Path, holder: str, shared: bool) -> DataDirBusy:
+        if shared:  # an exclusive host holds it: sharing needs every host to ask for it
+            what = "another host that does not share it"
+            fix = "stop that host, or restart it with --shared too, or pass another --data-dir"
+        else:
+            what = "another host"
+            fix = "stop that host, pass another --data-dir, or share it on purpose with --shared"
+        return DataDirBusy(
+            f"data directory {directory} is in use by {what}"
+            + (f" (pid {holder})" if holder else ""),
+            path=str(directory),
+            fix=fix,
+        )
 
     def close(self) -> None:
         if self._fd is not None:
@@ -291,8 +307,8 @@ def open_store(
     warnings = prepare_data_dir(directory)
     closers: list[Callable[[], None]] = []
     held: DataDirLock | None = None
-    if lock and not shared:
-        held = DataDirLock(directory)
+    if lock:
+        held = DataDirLock(directory, shared=shared)
     try:
         try:
             store = LmdbSessionStore(

@@ -65,7 +65,7 @@ from .._errors import AgentError, ModelError, UsageLimitExceeded
 from .._specs._agent_spec import ModelProviderRegistry, default_model_providers
 from ._agents import AgentFactory
 from ._config import HostConfig, ProfileConfig
-from ._delegation import DISABLED
+from ._delegation import ASYNC, DISABLED
 from ._eventlog import EventLog
 from ._jsonrpc import ERROR_CODES, Binding, Connection, Dispatcher, ErrorCode, RpcError
 from ._methods import (
@@ -257,7 +257,10 @@ class HostService:
         self.shutdown_requested = asyncio.Event()
         self.agents = AgentFactory(config, self.providers)
         self.warnings: list[str] = list(self.agents.warnings)
-        self.delegation = DISABLED
+        # What the parents get, known from the config before any session exists;
+        # build_agent records what the SDK actually installed.
+        parents = [name for name in config.profiles if self._profile_delegation(name) == ASYNC]
+        self.delegation = ASYNC if parents else DISABLED
         self.markdown = self.agents.markdown
 
     # -- configuration ------------------------------------------------------------------------
@@ -703,6 +706,13 @@ class HostService:
 
     # -- methods: catalog ---------------------------------------------------------------------
 
+    def _profile_delegation(self, name: str) -> str:
+        """``async`` for a parent profile with subagents; ``disabled`` otherwise, and for a
+        profile some subagent runs with (a child gets no delegation tools)."""
+        profile = self._profile(name)
+        child = name in self.config.child_profiles()
+        return ASYNC if profile.subagents and not child else DISABLED
+
     def _profile_info(self, name: str) -> ProfileInfo:
         profile = self._profile(name)
         child = name in self.config.child_profiles()
@@ -714,7 +724,7 @@ class HostService:
             toolsets=list(profile.toolsets),
             subagents=list(profile.subagents),
             child=child,
-            delegation="async" if profile.subagents else "disabled",
+            delegation=self._profile_delegation(name),
         )
 
     async def catalog_list(self, params: EmptyParams, conn: Connection) -> CatalogResult:

@@ -19,6 +19,7 @@ import msgspec
 from statemachines import ExecutionStatus, RetentionStatus, SubagentsError, derive_phase
 from storage import (
     AttemptRecord,
+    NotFound,
     ResultRef,
     SessionStore,
     TerminalCommit,
@@ -34,6 +35,16 @@ _ACTIVE = {"accepted", "starting", "running", "waiting"}
 
 class AttemptOwned(SubagentsError):
     """The attempt runs under a live owner lease. Fields: ``attempt_id``, ``owner``, ``fix``."""
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class AmbiguousAttemptId(SubagentsError):
+    """An id prefix matches more than one attempt.
+
+    Fields: ``prefix``, ``candidates`` (the matching full ids, sorted), ``fix``.
+    """
 
     def __str__(self) -> str:
         return self.message
@@ -104,8 +115,39 @@ class TrustedAttempts:
         records = self.store.list_attempts(self.namespace_id, session_id)
         return [view(record, now) for record in records]
 
+    def resolve(self, id_or_prefix: str) -> str:
+        """The full attempt id: ``id_or_prefix`` itself when it is an id, else the one
+        attempt of the namespace whose id starts with it.
+
+        Raises :class:`storage.NotFound` when nothing matches and
+        :class:`AmbiguousAttemptId` (listing the candidates) when several do.
+        """
+        try:
+            return self.store.load_attempt(id_or_prefix).attempt_id
+        except NotFound:
+            pass
+        matches = sorted(
+            record.attempt_id
+            for record in self.store.list_attempts(self.namespace_id, None)
+            if id_or_prefix and record.attempt_id.startswith(id_or_prefix)
+        )
+        if len(matches) == 1:
+            return matches[0]
+        if not matches:
+            raise NotFound("no such attempt", attempt_id=id_or_prefix)
+        raise AmbiguousAttemptId(
+            f"attempt id prefix {id_or_prefix[:100]!r} matches {len(matches)} attempts: "
+            + ", ".join(matches[:10])
+            + (" ..." if len(matches) > 10 else ""),
+            prefix=id_or_prefix,
+            candidates=matches,
+            fix="give more characters of the id, or the full id",
+        )
+
     def show(self, attempt_id: str) -> AttemptView:
-        return view(self.store.load_attempt(attempt_id), self.store.clock.now())
+        """One attempt, by its full id or a unique prefix of it (see :meth:`resolve`)."""
+        found = self.store.load_attempt(self.resolve(attempt_id))
+        return view(found, self.store.clock.now())
 
     def cancel(self, attempt_id: str, reason: str = "cancelled by operator") -> AttemptView:
         """Cancel a non-terminal attempt whose owner is gone; terminal ones are returned as is."""
@@ -159,7 +201,7 @@ def list_attempts(
     session_id: str | None = None,
 ) -> list[AttemptView]:
     """Every attempt in ``data_dir`` (also while a host serves it)."""
-    opened = open_store(Path(data_dir), shared=True)
+    opened = open_store(Path(data_dir), lock=False)
     try:
         return TrustedAttempts(opened.store, namespace_id).list(session_id)
     finally:
@@ -167,7 +209,7 @@ def list_attempts(
 
 
 def show_attempt(data_dir: str | os.PathLike[str], attempt_id: str) -> AttemptView:
-    opened = open_store(Path(data_dir), shared=True)
+    opened = open_store(Path(data_dir), lock=False)
     try:
         return TrustedAttempts(opened.store).show(attempt_id)
     finally:
@@ -178,7 +220,7 @@ def cancel_attempt(
     data_dir: str | os.PathLike[str], attempt_id: str, reason: str = "cancelled by operator"
 ) -> AttemptView:
     """Cancel an attempt whose owner is gone (:class:`AttemptOwned` while its lease is live)."""
-    opened = open_store(Path(data_dir), shared=True)
+    opened = open_store(Path(data_dir), lock=False)
     try:
         return TrustedAttempts(opened.store).cancel(attempt_id, reason)
     finally:

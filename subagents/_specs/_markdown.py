@@ -44,6 +44,7 @@ from __future__ import annotations
 import datetime
 import math
 import os
+import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -77,6 +78,18 @@ _KNOWN_KEYS = frozenset(
     }
 )
 _Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+RESERVED_SUBAGENT_NAMES = frozenset(
+    {
+        "delegate",
+        "spawn_delegate",
+        "steer_subagent",
+        "cancel_subagent",
+        "wait_subagent",
+        "subagent_info",
+    }
+)
+"""Names a subagent may not take: the parent's delegation tools, which it would shadow."""
 
 
 class SubagentSpecDiagnostic(Record, frozen=True, kw_only=True):
@@ -399,8 +412,9 @@ def _parse(source: str | bytes, path: str | None) -> SubagentSpec:
     data, key_lines, repeats = _load_yaml(located, path)
     front = _Frontmatter.read(data, key_lines, located.first_line, path)
     name = front.required_text("name").strip()
-    if not name:
-        raise front.fail_for("name")("must not be empty")
+    problem = _name_problem(name)
+    if problem is not None:
+        raise front.fail_for("name")(problem)
     description = front.required_text("description").strip()
     lists = {key: _name_list(front.values.get(key), front.fail_for(key)) for key in _LIST_KEYS}
     metadata = front.policy_metadata(lists)
@@ -420,6 +434,28 @@ def _parse(source: str | bytes, path: str | None) -> SubagentSpec:
         metadata=metadata,
         warnings=warnings,
     )
+
+
+def _name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a subagent, or ``None`` when it can.
+
+    Refused: the empty name; control, format (bidi overrides, zero-width) and
+    other non-printing code points; path separators and ``.``/``..`` (a name
+    ends up in paths, logs and tool arguments); :data:`RESERVED_SUBAGENT_NAMES`.
+    """
+    if not name:
+        return "must not be empty"
+    for index, char in enumerate(name):
+        if unicodedata.category(char).startswith("C"):
+            return (
+                f"must not contain control or invisible characters "
+                f"(U+{ord(char):04X} at position {index})"
+            )
+    if "/" in name or "\\" in name or name in (".", ".."):
+        return f"{name[:100]!r} is not a plain name: no path separators, '.' or '..'"
+    if name in RESERVED_SUBAGENT_NAMES:
+        return f"{name!r} is a delegation tool's name; pick another name"
+    return None
 
 
 class _Frontmatter:
@@ -568,11 +604,13 @@ def load_subagent_dir(path: str | os.PathLike[str]) -> SubagentDirectory:
     Returns the specs sorted by spec name and one ``"error"`` diagnostic per
     file that failed (in file-name order), so a caller can show why an agent
     is missing. A file whose spec name repeats an earlier file's is a failure
-    too (the first one wins). Raises :class:`SubagentSpecError` only when the
-    directory itself cannot be listed.
+    too (the first one wins). A symlink whose target lies outside the
+    directory is not followed (an ``"error"`` diagnostic instead). Raises
+    :class:`SubagentSpecError` only when the directory itself cannot be listed.
     """
     directory = Path(path)
     try:
+        root = directory.resolve()
         files = sorted(
             (entry for entry in directory.iterdir() if entry.suffix == ".md" and entry.is_file()),
             key=lambda entry: entry.name,
@@ -585,6 +623,10 @@ def load_subagent_dir(path: str | os.PathLike[str]) -> SubagentDirectory:
     specs: dict[str, SubagentSpec] = {}
     diagnostics: list[SubagentSpecDiagnostic] = []
     for file in files:
+        escape = _escaping_link(file, root)
+        if escape is not None:
+            diagnostics.append(spec_error_diagnostic(escape))
+            continue
         try:
             spec = load_subagent_file(file)
         except SubagentSpecError as error:
@@ -605,6 +647,24 @@ def load_subagent_dir(path: str | os.PathLike[str]) -> SubagentDirectory:
             continue
         specs[spec.name] = spec
     return SubagentDirectory([specs[name] for name in sorted(specs)], diagnostics)
+
+
+def _escaping_link(file: Path, root: Path) -> SubagentSpecError | None:
+    """The error for ``file`` when it is a symlink resolving outside ``root``."""
+    if not file.is_symlink():
+        return None
+    try:
+        target = file.resolve()
+    except (OSError, RuntimeError):  # a loop, or a link that cannot be read
+        target = None
+    if target is not None and target.is_relative_to(root):
+        return None
+    return SubagentSpecError(
+        "symlink points outside the subagents directory; not followed",
+        path=os.fspath(file),
+        line=None,
+        key=None,
+    )
 
 
 def spec_error_diagnostic(error: SubagentSpecError) -> SubagentSpecDiagnostic:

@@ -131,3 +131,21 @@ def test_attempts_take_a_data_dir_or_a_store_not_both() -> None:
         run_cli("attempts", "list", "--store", f"mysql://bob:{SECRET}@db/x"),
         "is not a PostgreSQL URL",
     )
+
+
+def test_db_status_and_migrate_as_json() -> None:
+    import json
+
+    with scratch_database("subagents_cli") as url:
+        before = run_cli("db", "status", "--json", "--store", url)
+        assert before.returncode == 0, before.stderr
+        report = json.loads(before.stdout)
+        assert report["version"] == 0
+        assert report["needs_migration"] is True
+        assert report["schema"] == "public"
+        assert report["store"].endswith(url.rsplit("/", 1)[1])
+        done = json.loads(run_cli("db", "migrate", "--json", "--store", url).stdout)
+        assert done["applied"] == list(range(1, done["latest"] + 1))
+        after = json.loads(run_cli("db", "status", "--json", "--store", url).stdout)
+        assert after["version"] == after["latest"]
+        assert after["needs_migration"] is False

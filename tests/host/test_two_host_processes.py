@@ -1,6 +1,6 @@
 """Two real host processes on one data directory, each with its own owner identity.
 
-Host A (``serve --stdio``, owner ``host-a``) runs a parent that delegates in the
+Host A (``serve --stdio --shared``, owner ``host-a``) runs a parent that delegates in the
 background to a gated child (it runs until the test's release file appears).
 Host B (another process, ``--shared``, owner ``host-b``) leaves A's live
 attempt alone for as long as A heartbeats, across many of its maintenance
@@ -48,8 +48,8 @@ def test_second_host_process_takes_over_only_after_the_lease_expires(
     env = {"SUBAGENTS_TEST_RELEASE": str(release)}
     common = ("--config", str(config), "--data-dir", str(data), "--tick", TICK)
 
-    # Host A owns the data directory (it holds host.lock) as owner host-a.
-    a = HostProc("A", *common, "--owner", "host-a", env=env, deadline=DEADLINE)
+    # Host A serves the data directory (a shared hold on host.lock) as owner host-a.
+    a = HostProc("A", *common, "--shared", "--owner", "host-a", env=env, deadline=DEADLINE)
     hosts.append(a)
     info_a = a.result("diagnostics.get")
     assert info_a["host_instance_id"] == "host-a"

@@ -154,11 +154,30 @@ def test_to_mermaid_is_a_state_diagram_with_every_transition(spec: MachineSpec) 
     expected: set[tuple[str, str, str | None]] = {
         (t.source, t.dest, t.trigger) for t in spec.transitions
     }
-    expected.add(("[*]", spec.initial, None))
+    expected |= {("[*]", entry, None) for entry in (spec.initial, *spec.entries)}
     expected |= {(s, "[*]", None) for s in spec.terminal}
     assert edges == expected
     assert states == set(spec.states)
     assert to_mermaid(spec) == text
+
+
+@pytest.mark.parametrize("spec", MACHINES, ids=_ids)
+def test_every_state_of_a_diagram_is_entered_from_the_start(spec: MachineSpec) -> None:
+    edges, states = _parse_mermaid(to_mermaid(spec))
+    reached, frontier = set(), ["[*]"]
+    while frontier:
+        source = frontier.pop()
+        for src, dst, _ in edges:
+            if src == source and dst not in reached:
+                reached.add(dst)
+                frontier.append(dst)
+    assert states <= reached, f"no way into {sorted(states - reached)}"
+
+
+def test_retention_is_entered_in_artifact_too() -> None:
+    from statemachines import RETENTION
+
+    assert "  [*] --> artifact" in to_mermaid(RETENTION).splitlines()
 
 
 def test_all_mermaid_holds_one_fenced_block_per_machine() -> None:

@@ -303,3 +303,81 @@ def test_model_cfg_and_model_config_that_disagree_are_refused_naming_the_key() -
 
     assert raised.value.key == "model_cfg"
     assert "alias of model_config" in raised.value.message
+
+
+# ------------------------------------------------------------------ names and symlinks
+
+
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [
+        ('"a\\0b"', "U+0000"),
+        ('"evil\\u202Egpj.md"', "U+202E"),
+        ('"x\\u2066y"', "U+2066"),
+        ('"tab\\there"', "U+0009"),
+        ("../escape", "no path separators"),
+        ("a/b", "no path separators"),
+        ('"a\\\\b"', "no path separators"),
+        ("..", "no path separators"),
+        ("delegate", "delegation tool's name"),
+        ("steer_subagent", "delegation tool's name"),
+        ("cancel_subagent", "delegation tool's name"),
+        ("wait_subagent", "delegation tool's name"),
+        ("subagent_info", "delegation tool's name"),
+    ],
+)
+def test_unsafe_or_reserved_names_are_refused_at_the_name_line(name: str, reason: str) -> None:
+    text = f"---\ndescription: Helps\nname: {name}\n---\nBody\n"
+    with pytest.raises(SubagentSpecError) as caught:
+        parse_subagent_markdown(text, path="agents/x.md")
+    error = caught.value
+    assert (error.path, error.line, error.key) == ("agents/x.md", 3, "name")
+    assert reason in error.reason
+
+
+def test_the_reserved_names_cover_every_delegation_tool() -> None:
+    from subagents._delegation._background_tools import (
+        CANCEL_SUBAGENT_TOOL_NAME,
+        DELEGATE_TOOL_NAME,
+        SPAWN_DELEGATE_TOOL_NAME,
+        STEER_SUBAGENT_TOOL_NAME,
+        SUBAGENT_INFO_TOOL_NAME,
+        WAIT_SUBAGENT_TOOL_NAME,
+    )
+    from subagents._specs._markdown import RESERVED_SUBAGENT_NAMES
+
+    assert {
+        DELEGATE_TOOL_NAME,
+        SPAWN_DELEGATE_TOOL_NAME,
+        STEER_SUBAGENT_TOOL_NAME,
+        CANCEL_SUBAGENT_TOOL_NAME,
+        WAIT_SUBAGENT_TOOL_NAME,
+        SUBAGENT_INFO_TOOL_NAME,
+    } <= RESERVED_SUBAGENT_NAMES
+
+
+def test_ordinary_names_with_letters_digits_dashes_and_accents_are_kept() -> None:
+    for name in ("code-reviewer", "research_2", "débogueur", "delegate-helper"):
+        spec = parse_subagent_markdown(f"---\nname: {name}\ndescription: d\n---\n")
+        assert spec.name == name
+
+
+def test_a_symlink_pointing_outside_the_directory_is_not_followed(tmp_path: Path) -> None:
+    agents = tmp_path / "agents"
+    agents.mkdir()
+    outside = tmp_path / "secret.md"
+    outside.write_text("---\nname: outsider\ndescription: d\n---\n")
+    (agents / "inside.md").write_text("---\nname: insider\ndescription: d\n---\n")
+    (agents / "link-in.md").symlink_to(agents / "inside.md")
+    (agents / "link-out.md").symlink_to(outside)
+    (agents / "link-up.md").symlink_to(Path("..") / "secret.md")
+
+    found = load_subagent_dir(agents)
+
+    assert [spec.name for spec in found.specs] == ["insider"]
+    by_path = {Path(d.path or "").name: d for d in found.diagnostics}
+    assert set(by_path) == {"link-in.md", "link-out.md", "link-up.md"}
+    assert "duplicate subagent name" in by_path["link-in.md"].message
+    for name in ("link-out.md", "link-up.md"):
+        assert by_path[name].severity == "error"
+        assert "symlink points outside the subagents directory" in by_path[name].message

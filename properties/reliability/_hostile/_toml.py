@@ -48,6 +48,9 @@ TOML_CASES: tuple[TomlCase, ...] = (
     ),
     TomlCase("lease-ttl", GOOD_TOML + "[host]\nlease_ttl = 0.0\n", "host.lease_ttl", "positive"),
     TomlCase(
+        "lease-ttl-tiny", GOOD_TOML + "[host]\nlease_ttl = 1e-6\n", "host.lease_ttl", "at least 0.5"
+    ),
+    TomlCase(
         "lease-ttl-negative", GOOD_TOML + "[host]\nlease_ttl = -5\n", "host.lease_ttl", "positive"
     ),
     TomlCase(

@@ -28,7 +28,7 @@ class Snapshot:
 
 def snapshot(data_dir: Path, *, events: bool = False) -> Snapshot:
     """Attempts and runs of the demo session, read straight from the store."""
-    opened = open_store(data_dir, shared=True)
+    opened = open_store(data_dir, lock=False)
     try:
         assert opened.store is not None
         attempts = sorted(opened.store.list_attempts("default"), key=lambda r: r.accepted_at)
