@@ -958,6 +958,6 @@ class PostgresSessionStore(KernelStore):
     @property
     def postgres(self) -> PostgresBackend:
         """The PostgreSQL backend (retry counters, schema)."""
-        backend = self.backend
+        backend = self.raw_backend  # under the seals and the fault hooks
         assert isinstance(backend, PostgresBackend)
         return backend

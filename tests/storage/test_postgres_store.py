@@ -157,6 +157,14 @@ def test_opening_a_store_migrates_and_reopening_keeps_the_data(pg: Pg) -> None:
     assert again.load_session(SESSION).session_id == SESSION
 
 
+def test_the_store_exposes_its_postgres_backend_under_the_seals(pg: Pg) -> None:
+    """``store.postgres`` (retry counters, schema; ``bench/hosts.py`` reads them) is the
+    PostgreSQL backend itself, not the checksummed view the kernel runs on."""
+    store = pg.store()
+    assert isinstance(store.postgres, PostgresBackend)
+    assert store.postgres.retries >= 0
+
+
 def test_a_database_of_layout_1_is_migrated_when_a_store_opens_it(pg: Pg) -> None:
     store = pg.store()
     setup_session(store, pg.clock)
