@@ -93,7 +93,7 @@ name starting with ``.`` is an attribute of its parent
     ├── StoreUrlError                            subagents      an unusable store URL
     │   └── StoreUnreachable                     subagents      the database did not answer
     ├── AttemptOwned                             -              operator: the attempt is live-owned
-    ├── AmbiguousAttemptId                       -              operator: an id prefix matches several
+    ├── AmbiguousAttemptId                       -              operator: prefix matches several ids
     ├── RpcError                                 subagents      a JSON-RPC error of a host method
     ├── StreamError                              -              provider: an error inside a response
     └── CliError                                 -              a command's fixable error (+ fix)

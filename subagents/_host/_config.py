@@ -316,6 +316,14 @@ def load_host_config(
 
 
 def _check(config: HostConfig, providers: ModelProviderRegistry) -> None:
+    """Refuse a configuration the host cannot serve: the ``[host]`` keys, then the
+    profiles, then the subagents, each refusal a :class:`HostConfigError` naming its key."""
+    _check_host(config)
+    _check_profiles(config, providers)
+    _check_subagents(config)
+
+
+def _check_host(config: HostConfig) -> None:
     src = config.source
     host = config.host
     if not (math.isfinite(host.lease_ttl) and host.lease_ttl >= MIN_LEASE_TTL):
@@ -360,6 +368,10 @@ def _check(config: HostConfig, providers: ModelProviderRegistry) -> None:
             f"{host.namespace!r} is not a valid name",
             "use letters, digits, '_', '.', '-'",
         )
+
+
+def _check_profiles(config: HostConfig, providers: ModelProviderRegistry) -> None:
+    src = config.source
     if not config.profiles:
         raise config_error(src, "profiles", "no profile defined", "add a [profiles.default] table")
     for name, profile in config.profiles.items():
@@ -396,6 +408,10 @@ def _check(config: HostConfig, providers: ModelProviderRegistry) -> None:
             raise config_error(
                 src, f"{key}.subagents", "lists a name twice", "list each subagent once"
             )
+
+
+def _check_subagents(config: HostConfig) -> None:
+    src = config.source
     for name, entry in config.subagents.items():
         key = f"subagents.{name}"
         if not _NAME.match(name):
