@@ -286,8 +286,12 @@ class Console:
                 return _problem(404, "not found", "not_found")
             except StoreError:
                 return _problem(503, "the store could not be read", "storage")
-            if isinstance(result, Response):
-                return _secure(result)
+            if isinstance(result, Response):  # its own (stricter) CSP wins
+                own = result.headers.get("content-security-policy")
+                _secure(result)
+                if own:
+                    result.headers["content-security-policy"] = own
+                return result
             return _secure(JSONResponse(result))
 
         return read

@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -164,7 +165,14 @@ class Browser:
           observer.observe(document, {{subtree: true, childList: true, attributes: true,
             characterData: true}});
         }})"""
-        return self.evaluate(script, timeout=timeout)
+        deadline = time.monotonic() + timeout
+        while True:  # a navigation in between ends the page's promise: observe the new page
+            try:
+                return self.evaluate(script, timeout=max(0.1, deadline - time.monotonic()))
+            except BrowserError as error:
+                gone = "navigated" in str(error) or "context was destroyed" in str(error)
+                if not gone or time.monotonic() > deadline:
+                    raise
 
     def text(self, selector: str) -> str:
         return str(
@@ -189,4 +197,6 @@ class Browser:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
+        if self.proc.stderr is not None:
+            self.proc.stderr.close()
         shutil.rmtree(self.profile, ignore_errors=True)

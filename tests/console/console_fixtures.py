@@ -73,10 +73,12 @@ class ConsoleHost:
         self.stderr: list[str] = []
         lines: queue.Queue[bytes] = queue.Queue()
         assert self.proc.stdout is not None and self.proc.stderr is not None
-        threading.Thread(
-            target=lambda: [lines.put(x) for x in self.proc.stdout], daemon=True
-        ).start()  # type: ignore[union-attr]
-        threading.Thread(target=self._err, daemon=True).start()
+        self.threads = [
+            threading.Thread(target=self._out, args=(lines,), daemon=True),
+            threading.Thread(target=self._err, daemon=True),
+        ]
+        for thread in self.threads:
+            thread.start()
         try:
             first = lines.get(timeout=DEADLINE)
         except queue.Empty:
@@ -93,6 +95,12 @@ class ConsoleHost:
             base_url=self.url, headers={"authorization": f"Bearer {TOKEN}"}, timeout=DEADLINE
         )
         self.next_id = 0
+
+    def _out(self, lines: queue.Queue[bytes]) -> None:
+        assert self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            lines.put(raw)
+        lines.put(b"")
 
     def _err(self) -> None:
         assert self.proc.stderr is not None
@@ -137,3 +145,8 @@ class ConsoleHost:
         client = getattr(self, "client", None)
         if client is not None:
             client.close()
+        for thread in self.threads:
+            thread.join(timeout=DEADLINE)
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()

@@ -226,7 +226,7 @@ function diagram(machine, current) {
     columns[d] = (columns[d] || 0) + 1;
     pos[s] = { x: 20 + d * 150, y: 20 + (columns[d] - 1) * 52 };
   }
-  const height = 40 + Math.max(...Object.values(columns)) * 52;
+  const height = 70 + Math.max(...Object.values(columns)) * 52;
   const width = 40 + (Math.max(...Object.values(depth)) + 1) * 150;
   const root = svg("svg", { viewBox: "0 0 " + width + " " + height, width, height,
     class: "diagram", role: "img", "aria-label": machine.name + " lifecycle" });
@@ -241,16 +241,29 @@ function diagram(machine, current) {
     const key = t.source + ">" + t.dest;
     if (seen[key]) continue;
     seen[key] = true;
-    const back = b.x <= a.x;
-    const x1 = back ? a.x + 55 : a.x + 110;
-    const x2 = back ? b.x + 55 : b.x;
-    const y1 = a.y + 16 + (back ? 16 : 0);
-    const y2 = b.y + 16 + (back ? 16 : 0);
-    const bend = back ? " Q " + (x1 + x2) / 2 + " " + (Math.max(y1, y2) + 30) + " " : " L ";
-    root.append(svg("path", { d: "M " + x1 + " " + y1 + bend + x2 + " " + y2,
-      class: "edge", "marker-end": "url(#arrow-" + machine.name + ")" }));
-    root.append(svg("text", { x: (x1 + x2) / 2, y: (y1 + y2) / 2 - 4 + (back ? 24 : 0),
-      class: "trigger-label", text: t.trigger }));
+    const same = b.x === a.x;
+    const back = b.x < a.x;
+    let d;
+    let label;
+    if (same) { // a column: straight down (or up), centre to centre
+      const down = b.y > a.y;
+      const x = a.x + 55;
+      d = "M " + x + " " + (down ? a.y + 32 : a.y) + " L " + x + " " + (down ? b.y : b.y + 32);
+      label = [x + 4, (a.y + b.y) / 2 + 20];
+    } else if (back) { // backwards: under both boxes
+      const y = Math.max(a.y, b.y) + 32;
+      d = "M " + (a.x + 40) + " " + (a.y + 32) + " C " + (a.x + 40) + " " + (y + 28) + " " +
+        (b.x + 70) + " " + (y + 28) + " " + (b.x + 70) + " " + (b.y + 32);
+      label = [(a.x + b.x) / 2 + 55, y + 24];
+    } else {
+      const y1 = a.y + 16;
+      const y2 = b.y + 16;
+      d = "M " + (a.x + 110) + " " + y1 + " L " + b.x + " " + y2;
+      label = [(a.x + 110 + b.x) / 2, (y1 + y2) / 2 - 4];
+    }
+    root.append(svg("path", { d, class: "edge", "marker-end": "url(#arrow-" + machine.name + ")" }));
+    root.append(svg("text", { x: label[0], y: label[1], class: "trigger-label" + (same ? " side" : ""),
+      text: t.trigger }));
   }
   for (const s of machine.states) {
     const cls = "state" + (s === current ? " current" : "") +
