@@ -289,7 +289,7 @@ def _transitions(record: AttemptRecord, consumer: RunRecord | None) -> list[dict
     return moves
 
 
-def _result(service: HostService, record: AttemptRecord) -> dict[str, Any] | None:
+def _result(record: AttemptRecord) -> dict[str, Any] | None:
     ref = record.result_ref
     if ref is None:
         return None
@@ -371,7 +371,7 @@ def attempt_view(service: HostService, attempt_id: str) -> dict[str, Any]:
             "status": str(record.retention_status),
             "expires_at": record.retention_expires_at,
         },
-        "result": _result(service, record),
+        "result": _result(record),
         "transitions": _transitions(record, consumer),
         "steering": [e for e in events if "steer" in e["kind"]],
         "events": events,

@@ -9,7 +9,7 @@ directory and reconciles. The page stays open the whole time: it must show the
 attempt lanes, their states, the continuation links, and the reconciliation
 arriving live after the restart (no reload). Screenshots are saved as test
 artifacts (``$CONSOLE_ARTIFACTS``, else the test's tmp dir); with
-``SUBAGENTS_CONSOLE_DOCS=1`` they also replace the README's ``docs/console-*.png``.
+``SUBAGENTS_CONSOLE_DOCS=1`` the README's two also replace ``docs/console-*.png``.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from console_fixtures import REPO, ConsoleHost, poll_until
 pytestmark = pytest.mark.timeout(180)
 
 SESSION = "demo"
+DOCS = {"session", "attempt"}
+"""The screenshots the README shows (docs/console-NAME.png)."""
 
 
 def _lane(name: str) -> str:
@@ -51,7 +53,7 @@ class Shots:
     def take(self, browser: Browser, name: str) -> None:
         path = browser.screenshot(self.dir / f"console-{name}.png")
         assert path.stat().st_size > 1000
-        if self.docs:
+        if self.docs and name in DOCS:
             (REPO / "docs").mkdir(exist_ok=True)
             (REPO / "docs" / path.name).write_bytes(path.read_bytes())
 
@@ -140,6 +142,7 @@ def test_the_console_follows_the_demo_story_through_a_kill_and_restart(tmp_path:
         assert browser.text("[data-testid=consumer-run]")
         assert browser.text("[data-testid=result-facts]").count("bytes") == 1
         shots.take(browser, "attempt")
+        assert browser.evaluate("document.body.dataset.cspViolation ?? null") is None
     finally:
         if browser is not None:
             browser.close()
