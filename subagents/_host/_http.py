@@ -176,8 +176,7 @@ def build_app(
     Bounds come from ``service.config.host``: ``stream_buffer_events``,
     ``stream_heartbeat``, ``stream_retry_ms``, ``stream_send_timeout`` (SSE) and
     ``http_body_timeout`` (``POST /rpc``). ``app.state.close_streams()`` ends every
-    open SSE stream (server shutdown). ``console`` mints the web console's login
-    links (:mod:`._console`; default: a new one); its cookie also opens ``/events``.
+    open SSE stream (server shutdown). ``console``: the web console's login (:mod:`._console`).
     """
     bounds = service.config.host
     expected = f"Bearer {token}".encode()
