@@ -142,6 +142,32 @@ def test_the_console_follows_the_demo_story_through_a_kill_and_restart(tmp_path:
         assert browser.text("[data-testid=consumer-run]")
         assert browser.text("[data-testid=result-facts]").count("bytes") == 1
         shots.take(browser, "attempt")
+
+        # The one write: a third run's debugger (never released) cancelled from its page.
+        hosts[1].run_to_end(SESSION, "Another crash: debug it")
+        browser.evaluate("location.hash = '#/session/demo'")
+        second = (
+            "[...document.querySelectorAll('[data-testid=lane]')].filter(e => e.querySelector("
+            "'[data-testid=attempt-link]').textContent.startsWith('debugger'))[1]"
+        )
+        href = browser.wait_for(
+            f"{second}?.querySelector('[data-testid=attempt-link]').getAttribute('href')",
+            "the second debugger lane",
+        )
+        browser.evaluate(f"location.hash = {json.dumps(href)}")
+        browser.wait_for("document.querySelector('[data-testid=cancel]')", "the cancel button")
+        browser.evaluate("document.querySelector('[data-testid=cancel]').click()")
+        said = browser.wait_for(
+            "document.querySelector('[data-testid=cancel-result]')?.textContent", "the reply"
+        )
+        assert said == "→ cancellation_requested"
+        phase = browser.wait_for(
+            "(p => p && p !== 'running' && p !== 'accepted' && p)(document.querySelector("
+            "'[data-testid=attempt-phase]')?.textContent)",
+            "the cancelled attempt's phase, live",
+        )
+        assert phase in {"terminal", "delivered"}
+        assert "cancelled" in browser.text("[data-testid=transitions]")
         assert browser.evaluate("document.body.dataset.cspViolation ?? null") is None
     finally:
         if browser is not None:
