@@ -54,9 +54,10 @@ def test_demo_open_prints_a_console_link_to_the_story(tmp_path: Path) -> None:
             reply = web.post("/login", json={"code": code}, headers={"origin": base})
             assert reply.status_code == 204
             sessions = web.get("/console/api/sessions").json()["sessions"]
-            assert [(s["session_id"], s["runs"], s["attempts"]) for s in sessions] == [
-                ("demo", 5, 3)
-            ]
+            # two parent runs, and a continuation run per result that did not reach its
+            # parent in-band (the cancelled reviewer's may)
+            assert [(s["session_id"], s["attempts"]) for s in sessions] == [("demo", 3)]
+            assert sessions[0]["runs"] in {4, 5}
             view = web.get("/console/api/session", params={"session_id": "demo"}).json()
             assert view["summary"]["phases"] == {"delivered": 3}
     finally:

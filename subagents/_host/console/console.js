@@ -5,7 +5,7 @@
 // Everything from the store is put in the page as text (never as HTML).
 "use strict";
 
-const state = { route: null, stream: null, refresh: null, rendered: false };
+const state = { route: null, stream: null, refresh: null, rendered: false, cancels: {} };
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -291,18 +291,23 @@ function facts(testid, pairs) {
 }
 
 function cancelButton(data) {
-  const out = el("span", { class: "muted", "data-testid": "cancel-result" });
+  // The reply is kept per attempt: a live redraw must not lose it.
+  const id = data.attempt.attempt_id;
+  const out = el("span", { class: "muted", "data-testid": "cancel-result" }, state.cancels[id] || "");
   const button = el("button", {
-    type: "button", "data-testid": "cancel",
+    type: "button", "data-testid": "cancel", disabled: id in state.cancels,
     onclick: async () => {
       button.disabled = true;
+      state.cancels[id] = "";
       const response = await fetch("/console/api/cancel", {
         method: "POST", credentials: "same-origin",
         headers: { "content-type": "application/json" },
-        body: JSON.stringify({ attempt_id: data.attempt.attempt_id, reason: "cancelled in the console" }),
+        body: JSON.stringify({ attempt_id: id, reason: "cancelled in the console" }),
       });
       const body = await response.json().catch(() => ({}));
-      out.textContent = response.ok ? "→ " + body.status : "refused: " + (body.error || response.status);
+      state.cancels[id] = response.ok ? "→ " + body.status : "refused: " + (body.error || response.status);
+      const shown = document.querySelector("[data-testid=cancel-result]");
+      if (shown) shown.textContent = state.cancels[id];
       scheduleRefresh();
     },
   }, "Cancel attempt");
@@ -323,7 +328,7 @@ function renderAttempt(data) {
         "run " + short(a.parent_run_id)),
       data.failure_category ? " · failure: " + data.failure_category : "",
       data.cancellation_reason ? " · cancelled: " + data.cancellation_reason : ""),
-    data.cancellable ? cancelButton(data) : null,
+    data.cancellable || a.attempt_id in state.cancels ? cancelButton(data) : null,
     el("div", { class: "machines" }, machines),
     el("h3", {}, "Transitions"),
     table("transitions", ["time", "machine", "to", "note"],
