@@ -244,3 +244,9 @@ async def test_a_session_of_many_attempts_is_paged_under_its_runs(service: HostS
     attempts = service.store.list_attempts("default", "big")
     mapping = delegating_runs(service.store.list_runs("big"), attempts)
     assert mapping == {f"agent-run-{n}": runs[n].run_id for n in range(3)}
+
+
+def test_every_console_file_ships_as_package_data() -> None:
+    pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    for path in STATIC_DIR.iterdir():
+        assert f'"console/*{path.suffix}"' in pyproject, path.name
