@@ -7,7 +7,7 @@ runs with 10 background attempts each (1,000 attempts: 100 runs; 10,000:
 1,000 runs), serves each with a real ``subagents serve --http`` process and
 loads the console in Debian's headless chromium (tests/console/cdp_browser.py,
 the browser test's driver) with its cache disabled. For each view (sessions,
-session timeline page 1, attempt) it reports:
+session timeline page 1, its last page, attempt) it reports:
 
 - **bytes**: the page weight, every response body the page loaded (the HTML,
   the CSS, the script and the JSON of the view), from the browser's resource
@@ -43,6 +43,7 @@ from statemachines import RunStatus  # noqa: E402
 from storage import AttemptRecord, OwnerLease, RunRecord, SessionRecord  # noqa: E402
 from subagents._host._datadir import open_store  # noqa: E402
 
+VIEWS = ("sessions", "session", "last-page", "attempt")
 TOKEN = "bench-console-token-0123456789abcdef"
 SESSION = "bench"
 PER_RUN = 10
@@ -158,6 +159,7 @@ def views(host: Host, rep: int) -> dict[str, tuple[str, str]]:
     return {
         "sessions": (f"{host.url}/?rep={rep}#/", "sessions"),
         "session": (f"{host.url}/?rep={rep}#/session/{SESSION}", "session"),
+        "last-page": (f"{host.url}/?rep={rep}#/session/{SESSION}?page=999999", "session"),
         "attempt": (f"{host.url}/?rep={rep}#/attempt/subattempt_00000_00", "attempt"),
     }
 
@@ -180,7 +182,7 @@ def measure(sizes: list[int], reps: int) -> dict[str, Any]:
         browser.wait_for("document.body.dataset.view === 'sessions'", "login", 60)
         samples: dict[tuple[str, int], list[dict[str, float]]] = {}
         for rep in range(reps):
-            for view in ("sessions", "session", "attempt"):
+            for view in VIEWS:
                 for size in sizes:  # interleaved: 1k, 10k, 1k, 10k, ...
                     url, name = views(hosts[size], rep)[view]
                     samples.setdefault((view, size), []).append(load(browser, url, name))
@@ -196,7 +198,7 @@ def measure(sizes: list[int], reps: int) -> dict[str, Any]:
 def report(sizes: list[int], measured: dict[str, Any], as_json: bool) -> None:
     rows = []
     samples = measured["samples"]
-    for view in ("sessions", "session", "attempt"):
+    for view in VIEWS:
         medians = {}
         for size in sizes:
             runs = samples[(view, size)]
@@ -217,11 +219,11 @@ def report(sizes: list[int], measured: dict[str, Any], as_json: bool) -> None:
     if as_json:
         print(json.dumps({"rows": rows, "seed_seconds": measured["seed_seconds"]}))
         return
-    print(f"{'view':<9} {'attempts':>8} {'bytes':>8} {'first render ms':>16} {'min..max':>14}")
+    print(f"{'view':<10} {'attempts':>8} {'bytes':>8} {'first render ms':>16} {'min..max':>14}")
     for row in rows:
         ratio = f"  x{row['ratio_to_smaller']}" if "ratio_to_smaller" in row else ""
         print(
-            f"{row['view']:<9} {row['attempts']:>8} {row['bytes']:>8} "
+            f"{row['view']:<10} {row['attempts']:>8} {row['bytes']:>8} "
             f"{row['first_render_ms']:>16} {row['min_ms']:>6}..{row['max_ms']:<7}{ratio}"
         )
 

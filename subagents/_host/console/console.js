@@ -155,11 +155,17 @@ function laneLabel(sessionId, row) {
 
 function pager(data) {
   const go = (page) => sessionHref(data.session.session_id, "?page=" + page);
+  const last = data.pages - 1;
   return el("nav", { class: "pager", "data-testid": "pager" },
-    data.page > 0 ? el("a", { href: go(data.page - 1) }, "← newer rows") : el("span", {}, ""),
+    el("span", {},
+      data.page > 0 ? el("a", { href: go(0) }, "⇤ first") : null, " ",
+      data.page > 0 ? el("a", { href: go(data.page - 1), "data-testid": "previous-page" },
+        "← earlier rows") : null),
     el("span", {}, "page " + (data.page + 1) + " of " + data.pages + " · " + data.total_rows + " rows"),
-    data.page + 1 < data.pages ? el("a", { href: go(data.page + 1), "data-testid": "next-page" },
-      "more rows →") : el("span", {}, ""));
+    el("span", {},
+      data.page < last ? el("a", { href: go(data.page + 1), "data-testid": "next-page" },
+        "later rows →") : null, " ",
+      data.page < last ? el("a", { href: go(last) }, "latest ⇥") : null));
 }
 
 function renderSession(data, route) {
