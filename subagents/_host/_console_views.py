@@ -140,6 +140,7 @@ def _attempt_row(record: AttemptRecord, parents: dict[str, str]) -> dict[str, An
         "execution_status": str(record.execution_status),
         "delivery_status": str(record.delivery_status),
         "retention_status": str(record.retention_status),
+        "failure_category": record.failure_category,
         "parent_run_id": parents.get(record.parent_run_id, record.parent_run_id),
         "agent_run_id": record.parent_run_id,
         "continuation_run_id": record.continuation_run_id,

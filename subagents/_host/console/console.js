@@ -145,7 +145,9 @@ function laneLabel(sessionId, row) {
       row.subagent_name + " " + short(row.attempt_id)),
     " ",
     el("span", { class: "phase phase-" + row.phase, "data-testid": "phase" }, row.phase),
-    el("span", { class: "muted" }, " " + row.execution_status + " · " + row.delivery_status),
+    el("span", { class: "muted" }, " " + row.execution_status +
+      (row.failure_category && row.failure_category !== "cancelled" ? " (" + row.failure_category + ")" : "") +
+      " · " + row.delivery_status),
     row.continuation_run_id
       ? el("span", { class: "cause" }, " → ",
         el("a", { href: runHref(sessionId, row.continuation_run_id), "data-testid": "continuation-link" },
