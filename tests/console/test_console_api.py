@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from statemachines import RunStatus
+from statemachines import DELIVERY, EXECUTION, PHASE, RETENTION, RunStatus
 from storage import AttemptRecord, MemorySessionStore, OwnerLease, RunRecord, SessionRecord
 from subagents._cli._demo import DEMO_CONFIG, register_demo_models
 from subagents._host import Connection, HostService, load_host_config
@@ -26,7 +26,7 @@ from subagents._host._console import (
     STATIC_DIR,
     ConsoleAuth,
 )
-from subagents._host._console_views import delegating_runs, session_view
+from subagents._host._console_views import delegating_runs, machines_view, session_view
 from subagents._host._eventlog import MemoryEventLog
 from subagents._host._http import build_app
 from subagents._host._methods import HostEvent
@@ -250,3 +250,13 @@ def test_every_console_file_ships_as_package_data() -> None:
     pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
     for path in STATIC_DIR.iterdir():
         assert f'"console/*{path.suffix}"' in pyproject, path.name
+
+
+def test_the_diagram_is_drawn_from_the_statemachines_tables() -> None:
+    drawn = {machine["name"]: machine for machine in machines_view()}
+    for spec in (PHASE, EXECUTION, DELIVERY, RETENTION):
+        machine = drawn[spec.name]
+        assert machine["states"] == list(spec.states) and machine["initial"] == spec.initial
+        assert [(t["trigger"], t["source"], t["dest"]) for t in machine["transitions"]] == [
+            (t.trigger, t.source, t.dest) for t in spec.transitions
+        ]

@@ -182,3 +182,15 @@ def test_the_console_follows_the_demo_story_through_a_kill_and_restart(tmp_path:
             browser.close()
         for host in hosts:
             host.stop()
+
+
+def test_a_missing_browser_fails_under_ci_and_skips_locally(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no chromium on it
+    monkeypatch.setenv("CI", "1")
+    with pytest.raises(pytest.fail.Exception, match="CI is set"):
+        chromium_or_skip()
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception, match="apt-get install chromium"):
+        chromium_or_skip()
