@@ -229,6 +229,7 @@ PUBLIC: dict[str, list[str]] = {
         "WaitResult",
     ],
     "subagents": [
+        "AdapterNotInstalled",
         "Agent",
         "AgentApp",
         "AgentBuilder",
@@ -356,6 +357,7 @@ PUBLIC: dict[str, list[str]] = {
         "ToolReturnPart",
         "ToolSchemaError",
         "UnknownEnvironmentProvider",
+        "UnsupportedAgent",
         "Usage",
         "UsageLimitExceeded",
         "UserPromptPart",
