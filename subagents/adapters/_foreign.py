@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Collection, Sequence
 from types import ModuleType
 from typing import Any
 
+from actors import BackgroundSubagentSupervisor
 from statemachines import SubagentsError
 
 from .._agent._context import AgentContext, AgentContextHandle
@@ -47,6 +48,7 @@ from .._agent._stream import (
     AgentStreamSink,
 )
 from .._agent._tools import Tool, ToolContext, ToolRegistry, ToolResult
+from .._delegation._background_tools import WAIT_SUBAGENT_TOOL_NAME
 from .._delegation._config import SubagentParentTools
 from .._errors import AdapterNotInstalled, ModelError, ToolError
 
@@ -341,10 +343,17 @@ class ToolBridge:
     call's run id, so a background attempt records which parent run started it.
     """
 
-    def __init__(self, tools: Sequence[Tool], context: AgentContext) -> None:
+    def __init__(
+        self,
+        tools: Sequence[Tool],
+        context: AgentContext,
+        supervisor: BackgroundSubagentSupervisor | None = None,
+    ) -> None:
         self.tools = ToolRegistry(tools)
         self.context = context
+        self.supervisor = supervisor
         self._run_ids: dict[str, RunId] = {}
+        self._recovered: dict[str, dict[str, Any]] = {}
 
     def run_id(self, run_key: str | None) -> RunId:
         if not run_key:
@@ -380,4 +389,23 @@ class ToolBridge:
         )
         context.usage.tool_calls += 1
         result = await tool.call(tool_context, arguments)
-        return result.content
+        content = result.content
+        if name == WAIT_SUBAGENT_TOOL_NAME and isinstance(content, dict):
+            return await self._recover(content, run_id)
+        return content
+
+    async def _recover(self, waited: dict[str, Any], run_id: RunId) -> dict[str, Any]:
+        """A wait for an attempt this supervisor never ran (its host died before
+        delivering): the session's pending results are claimed, each handed out once,
+        to the wait that names it (as our own parent gets them at its next turn)."""
+        attempt_id = waited.get("attempt_id")
+        if waited.get("status") != "not_found" or not attempt_id or self.supervisor is None:
+            return waited
+        if attempt_id not in self._recovered:
+            for result in await self.supervisor.take_pending(run_id.as_str()):
+                self._recovered[result.attempt_id] = {
+                    **result.to_value(),
+                    "result": result.output,
+                    "recovered": True,
+                }
+        return self._recovered.pop(attempt_id, waited)

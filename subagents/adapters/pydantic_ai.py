@@ -18,6 +18,8 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+from actors import BackgroundSubagentSupervisor
+
 from .._agent._context import AgentContext
 from .._agent._models import ToolCallPart
 from .._agent._tools import Tool
@@ -158,6 +160,7 @@ def PydanticAIToolset(bridge: ToolBridge) -> Any:  # noqa: N802 - a class factor
 
     toolset = pai.FunctionToolset([make(tool) for tool in bridge.tools])
     toolset.subagents_context = bridge.context
+    toolset.subagents_bridge = bridge
     return toolset
 
 
@@ -186,7 +189,9 @@ def delegation_toolset(
             else SubagentDelegationMode.ASYNC
         )
     tools = delegation_tools(registry, mode, supervisor)
-    return PydanticAIToolset(ToolBridge(tools, AgentContext() if context is None else context))
+    background = supervisor if isinstance(supervisor, BackgroundSubagentSupervisor) else None
+    context = AgentContext() if context is None else context
+    return PydanticAIToolset(ToolBridge(tools, context, background))
 
 
 def _registry(subagents: Sequence[SubagentConfig] | SubagentRegistry) -> SubagentRegistry:
