@@ -49,7 +49,8 @@ from .._agent._stream import (
 )
 from .._agent._tools import Tool, ToolContext, ToolRegistry, ToolResult
 from .._delegation._background_tools import WAIT_SUBAGENT_TOOL_NAME
-from .._delegation._config import SubagentParentTools
+from .._delegation._config import SubagentConfig, SubagentParentTools
+from .._delegation._registry import SubagentRegistry
 from .._errors import AdapterNotInstalled, ModelError, ToolError
 
 TurnStart = Callable[[list[ModelMessage], AgentContext], Awaitable[None]]
@@ -409,3 +410,13 @@ class ToolBridge:
                     "recovered": True,
                 }
         return self._recovered.pop(attempt_id, waited)
+
+
+def registry_of(subagents: Sequence[SubagentConfig] | SubagentRegistry) -> SubagentRegistry:
+    """``subagents`` as a registry (a sequence of configs is registered in order)."""
+    if isinstance(subagents, SubagentRegistry):
+        return subagents
+    registry = SubagentRegistry()
+    for config in subagents:
+        registry = registry.with_subagent(config)
+    return registry

@@ -27,7 +27,7 @@ from .._delegation._config import SubagentConfig, SubagentDelegationMode
 from .._delegation._registry import SubagentRegistry
 from .._delegation._topology import delegation_tools
 from .._errors import AgentConfigError, ToolError
-from ._foreign import ForeignAgent, ForeignRun, ToolBridge, require
+from ._foreign import ForeignAgent, ForeignRun, ToolBridge, registry_of, require
 
 __all__ = ["PydanticAIChild", "PydanticAIToolset", "delegation_toolset"]
 
@@ -181,7 +181,7 @@ def delegation_toolset(
     events across the parent's runs. A tool's typed refusal reaches the model
     as a retry (``ModelRetry``).
     """
-    registry = _registry(subagents)
+    registry = registry_of(subagents)
     if mode is None:
         mode = (
             SubagentDelegationMode.BLOCKING
@@ -193,11 +193,3 @@ def delegation_toolset(
     context = AgentContext() if context is None else context
     return PydanticAIToolset(ToolBridge(tools, context, background))
 
-
-def _registry(subagents: Sequence[SubagentConfig] | SubagentRegistry) -> SubagentRegistry:
-    if isinstance(subagents, SubagentRegistry):
-        return subagents
-    registry = SubagentRegistry()
-    for config in subagents:
-        registry = registry.with_subagent(config)
-    return registry
