@@ -98,6 +98,7 @@ class ForeignRun:
         self,
         agent: ForeignAgent,
         context: AgentContext,
+        *,
         sink: AgentStreamSink | None,
         run_id: RunId,
         conversation_id: ConversationId,
@@ -285,7 +286,14 @@ class ForeignAgent(Agent):
             if conversation_id is None:
                 conversation_id = context.conversation_id = ConversationId.generate(self._ids)
             start = context.usage.copy()
-            run = ForeignRun(self, context, sink, run_id, conversation_id, turn_start)
+            run = ForeignRun(
+                self,
+                context,
+                sink=sink,
+                run_id=run_id,
+                conversation_id=conversation_id,
+                turn_start=turn_start,
+            )
             if sink is not None:
                 sink.push(RUN_STARTED, {"run_id": run_id.as_str(), "agent_name": self.name})
             for hook in hooks:
@@ -298,7 +306,9 @@ class ForeignAgent(Agent):
                 try:
                     await hook.on_run_error(context, error)
                 except Exception as hook_error:
-                    error.add_note(f"on_run_error hook {type(hook).__name__} failed: {hook_error!r}")
+                    error.add_note(
+                        f"on_run_error hook {type(hook).__name__} failed: {hook_error!r}"
+                    )
             raise
         except BaseException as signal:
             for hook in hooks:
@@ -331,7 +341,6 @@ class ForeignAgent(Agent):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, model={self.model.name!r})"
-
 
 
 class ToolBridge:

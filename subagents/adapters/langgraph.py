@@ -200,7 +200,9 @@ def delegation_tools(
     """
     registry = registry_of(subagents)
     if mode is None:
-        mode = SubagentDelegationMode.BLOCKING if supervisor is None else SubagentDelegationMode.ASYNC
+        mode = (
+            SubagentDelegationMode.BLOCKING if supervisor is None else SubagentDelegationMode.ASYNC
+        )
     tools = _delegation_tools(registry, mode, supervisor)
     background = supervisor if isinstance(supervisor, BackgroundSubagentSupervisor) else None
     bridge = ToolBridge(tools, AgentContext() if context is None else context, background)

@@ -71,8 +71,8 @@ class OpenAIAgentsChild(ForeignAgent):
         self.agent = agent
         self.run_context = context
         self.max_turns = max_turns
-        self.run_config = run_config if run_config is not None else sdk.RunConfig(
-            tracing_disabled=True
+        self.run_config = (
+            run_config if run_config is not None else sdk.RunConfig(tracing_disabled=True)
         )
 
     async def _drive(self, prompt: str, run: ForeignRun) -> str:
@@ -97,15 +97,17 @@ class OpenAIAgentsChild(ForeignAgent):
         return output if isinstance(output, str) else json.dumps(output, default=str)
 
 
-def _ObservedModel(sdk: Any, inner: Any, run: ForeignRun, model_name: str) -> Any:  # noqa: N802
+def _ObservedModel(sdk: Any, inner: Any, run: ForeignRun, model_name: str) -> Any:
     """``inner`` (an ``agents.Model``) with every request reported to ``run``."""
 
-    class ObservedModel(sdk.Model):  # type: ignore[misc, name-defined]
+    class ObservedModel(sdk.Model):  # type: ignore[misc]
         def __init__(self) -> None:
             self.pending: dict[str, ToolCallPart] = {}
 
-        async def get_response(self, system_instructions: Any, input: Any, *args: Any, **kw: Any) -> Any:  # noqa: A002
-            input = await self._before(input)  # noqa: A001
+        async def get_response(
+            self, system_instructions: Any, input: Any, *args: Any, **kw: Any
+        ) -> Any:
+            input = await self._before(input)
             try:
                 response = await inner.get_response(system_instructions, input, *args, **kw)
             except Exception as error:
@@ -117,7 +119,7 @@ def _ObservedModel(sdk: Any, inner: Any, run: ForeignRun, model_name: str) -> An
         def stream_response(self, *args: Any, **kw: Any) -> AsyncIterator[Any]:
             raise NotImplementedError("the adapter runs agents with Runner.run")
 
-        async def _before(self, input: Any) -> Any:  # noqa: A002
+        async def _before(self, input: Any) -> Any:
             items = [{"role": "user", "content": input}] if isinstance(input, str) else input
             for item in items:
                 if isinstance(item, dict) and item.get("type") == "function_call_output":
@@ -144,7 +146,9 @@ def _ObservedModel(sdk: Any, inner: Any, run: ForeignRun, model_name: str) -> An
                 elif kind == "function_call":
                     calls.append(
                         ToolCallPart(
-                            tool_name=item.name, args=_args(item.arguments), tool_call_id=item.call_id
+                            tool_name=item.name,
+                            args=_args(item.arguments),
+                            tool_call_id=item.call_id,
                         )
                     )
             usage = response.usage
@@ -215,7 +219,9 @@ def delegation_tools(
     """
     registry = registry_of(subagents)
     if mode is None:
-        mode = SubagentDelegationMode.BLOCKING if supervisor is None else SubagentDelegationMode.ASYNC
+        mode = (
+            SubagentDelegationMode.BLOCKING if supervisor is None else SubagentDelegationMode.ASYNC
+        )
     tools = _delegation_tools(registry, mode, supervisor)
     background = supervisor if isinstance(supervisor, BackgroundSubagentSupervisor) else None
     bridge = ToolBridge(tools, AgentContext() if context is None else context, background)

@@ -26,6 +26,7 @@ delivers the attempt's result (on any host, later) links to it.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import deque
 from typing import Any
@@ -168,10 +169,8 @@ class OpenTelemetryHook(AgentHook):
             opened.span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, str(error)))
             opened.span.set_attribute("error.type", type(error).__name__)
         opened.span.end()
-        try:
+        with contextlib.suppress(Exception):  # detached in another context: the span ended
             self._context_api.detach(opened.token)
-        except Exception:  # noqa: S110 - detached in another context: the span still ended
-            pass
 
     # -- runs ----------------------------------------------------------------------------------
 
@@ -209,8 +208,8 @@ class OpenTelemetryHook(AgentHook):
     def _end_run_children(self, run_id: str, error: BaseException) -> None:
         for key in [k for k in self._tools if k[0] == run_id]:
             self._end(self._tools.pop(key), error)
-        for key in [k for k in self._requests if k[0] == run_id]:
-            self._end(self._requests.pop(key), error)
+        for request in [k for k in self._requests if k[0] == run_id]:
+            self._end(self._requests.pop(request), error)
 
     # -- model requests ------------------------------------------------------------------------
 

@@ -136,7 +136,7 @@ class PydanticAIChild(ForeignAgent):
                     await run.tool_return(call.tool_name, call.tool_call_id, content, call.args)
 
 
-def PydanticAIToolset(bridge: ToolBridge) -> Any:  # noqa: N802 - a class factory
+def PydanticAIToolset(bridge: ToolBridge) -> Any:
     """A pydantic-ai ``FunctionToolset`` calling ``bridge``'s tools (schemas as ours)."""
     pai = _pydantic_ai()
 
@@ -184,12 +184,9 @@ def delegation_toolset(
     registry = registry_of(subagents)
     if mode is None:
         mode = (
-            SubagentDelegationMode.BLOCKING
-            if supervisor is None
-            else SubagentDelegationMode.ASYNC
+            SubagentDelegationMode.BLOCKING if supervisor is None else SubagentDelegationMode.ASYNC
         )
     tools = delegation_tools(registry, mode, supervisor)
     background = supervisor if isinstance(supervisor, BackgroundSubagentSupervisor) else None
     context = AgentContext() if context is None else context
     return PydanticAIToolset(ToolBridge(tools, context, background))
-

@@ -13,8 +13,8 @@ from pydantic_ai import messages as pm
 from pydantic_ai.models.function import AgentInfo
 from pydantic_ai.models.function import FunctionModel as PydanticFunctionModel
 from pydantic_ai.models.test import TestModel as PydanticTestModel
-from storage import LmdbSessionStore
 
+from storage import LmdbSessionStore
 from subagents import BackgroundSubagentSupervisor, OwnerIdentity, SubagentConfig
 from subagents.adapters.pydantic_ai import PydanticAIChild, delegation_toolset
 

@@ -16,7 +16,12 @@ from subagents import AdapterNotInstalled, AgentConfigError
         ("subagents.adapters.pydantic_ai", "pydantic_ai", "pydantic-ai", "PydanticAIChild"),
         ("subagents.adapters.openai_agents", "agents", "openai-agents", "OpenAIAgentsChild"),
         ("subagents.adapters.langgraph", "langgraph.pregel", "langgraph", "LangGraphChild"),
-        ("subagents.adapters.opentelemetry", "opentelemetry.trace", "opentelemetry", "OpenTelemetryHook"),
+        (
+            "subagents.adapters.opentelemetry",
+            "opentelemetry.trace",
+            "opentelemetry",
+            "OpenTelemetryHook",
+        ),
     ],
 )
 def test_a_missing_framework_is_a_typed_error_naming_the_extra(
@@ -37,5 +42,5 @@ def test_a_missing_framework_is_a_typed_error_naming_the_extra(
 def test_an_adapter_refuses_an_object_of_the_wrong_kind() -> None:
     from subagents.adapters.pydantic_ai import PydanticAIChild
 
-    with pytest.raises(AgentConfigError, match="needs a pydantic_ai.Agent"):
+    with pytest.raises(AgentConfigError, match=r"needs a pydantic_ai\.Agent"):
         PydanticAIChild(object())

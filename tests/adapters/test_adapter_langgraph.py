@@ -19,7 +19,11 @@ from subagents.adapters.langgraph import LangGraphChild, delegation_tools
 
 
 def _usage(tokens_in: int, tokens_out: int) -> dict[str, int]:
-    return {"input_tokens": tokens_in, "output_tokens": tokens_out, "total_tokens": tokens_in + tokens_out}
+    return {
+        "input_tokens": tokens_in,
+        "output_tokens": tokens_out,
+        "total_tokens": tokens_in + tokens_out,
+    }
 
 
 def _graph(answer: str = "graph says hi") -> Any:
@@ -33,9 +37,9 @@ def _graph(answer: str = "graph says hi") -> Any:
             AIMessage(
                 content="",
                 tool_calls=[{"name": "lookup", "args": {"q": "a"}, "id": "c-look"}],
-                usage_metadata=_usage(5, 2),  # type: ignore[arg-type]
+                usage_metadata=_usage(5, 2),
             ),
-            AIMessage(content=answer, usage_metadata=_usage(8, 3)),  # type: ignore[arg-type]
+            AIMessage(content=answer, usage_metadata=_usage(8, 3)),
         ]
     )
 
@@ -108,11 +112,23 @@ async def test_a_langgraph_parent_delegates_in_the_background_and_waits(
         """The parent's scripted model: delegate, wait for the result, answer."""
         outputs = [json.loads(m.content) for m in state["messages"] if isinstance(m, ToolMessage)]
         if not outputs:
-            calls = [{"name": "delegate", "args": {"subagent_name": "research", "prompt": "go"}, "id": "d"}]
+            calls = [
+                {
+                    "name": "delegate",
+                    "args": {"subagent_name": "research", "prompt": "go"},
+                    "id": "d",
+                }
+            ]
             return {"messages": [AIMessage(content="", tool_calls=calls)]}
         if len(outputs) == 1:
             args = {"attempt_id": outputs[0]["attempt_id"], "timeout_seconds": 30}
-            return {"messages": [AIMessage(content="", tool_calls=[{"name": "wait_subagent", "args": args, "id": "w"}])]}
+            return {
+                "messages": [
+                    AIMessage(
+                        content="", tool_calls=[{"name": "wait_subagent", "args": args, "id": "w"}]
+                    )
+                ]
+            }
         return {"messages": [AIMessage(content="parent got: " + outputs[1]["result"])]}
 
     builder = StateGraph(MessagesState)
@@ -129,5 +145,5 @@ async def test_a_langgraph_parent_delegates_in_the_background_and_waits(
 
 def test_config_refuses_a_bare_graph_naming_the_adapter() -> None:
     with pytest.raises(UnsupportedAgent) as refused:
-        SubagentConfig("research", _graph())  # type: ignore[arg-type]
+        SubagentConfig("research", _graph())
     assert refused.value.fields["adapter"] == "subagents.adapters.langgraph.LangGraphChild"

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from _adapter_parents import Factory, background_parent, blocking_parent, child_records
 from agents import Agent as SdkAgent
-from agents import Model, ModelResponse, Runner, RunConfig, Usage, function_tool
+from agents import Model, ModelResponse, RunConfig, Runner, Usage, function_tool
 from openai.types.responses import (
     ResponseFunctionToolCall,
     ResponseOutputMessage,
@@ -47,7 +47,9 @@ class Scripted(Model):
         self.steps = steps
         self.inputs: list[list[Any]] = []
 
-    async def get_response(self, system_instructions: Any, input: Any, *args: Any, **kw: Any) -> Any:  # noqa: A002
+    async def get_response(
+        self, system_instructions: Any, input: Any, *args: Any, **kw: Any
+    ) -> Any:
         items = [{"role": "user", "content": input}] if isinstance(input, str) else list(input)
         self.inputs.append(items)
         output = self.steps.pop(0)(items)

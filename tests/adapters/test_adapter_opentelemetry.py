@@ -49,7 +49,10 @@ def _tracing() -> tuple[TracerProvider, InMemorySpanExporter]:
 
 def _returns(messages: Sequence[ModelMessage]) -> list[Any]:
     return [
-        p.content for m in messages for p in getattr(m, "parts", ()) if isinstance(p, ToolReturnPart)
+        p.content
+        for m in messages
+        for p in getattr(m, "parts", ())
+        if isinstance(p, ToolReturnPart)
     ]
 
 
@@ -115,7 +118,9 @@ def _tree(spans: Sequence[ReadableSpan]) -> list[tuple[int, str]]:
 
     def depth(span: ReadableSpan) -> int:
         parent = span.parent
-        return 0 if parent is None or parent.span_id not in by_id else 1 + depth(by_id[parent.span_id])
+        return (
+            0 if parent is None or parent.span_id not in by_id else 1 + depth(by_id[parent.span_id])
+        )
 
     ordered = sorted(spans, key=lambda s: s.start_time or 0)
     return [(depth(s), s.name) for s in ordered]
@@ -192,7 +197,9 @@ async def test_the_span_tree_of_a_blocking_and_a_background_delegation_and_the_l
     finally:
         store2.close()
     assert later.output == "got facts"
-    waited = next(s for s in exporter2.get_finished_spans() if s.name == "execute_tool wait_subagent")
+    waited = next(
+        s for s in exporter2.get_finished_spans() if s.name == "execute_tool wait_subagent"
+    )
     [link] = waited.links
     assert link.context.span_id == spawn.context.span_id
     assert link.context.trace_id == spawn.context.trace_id

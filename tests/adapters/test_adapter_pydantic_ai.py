@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _adapter_parents import Factory, background_parent, blocking_parent, child_records
 from pydantic_ai import Agent as PydanticAgent
 from pydantic_ai import messages as pm
 from pydantic_ai.models.function import AgentInfo
@@ -27,8 +28,6 @@ from subagents import (
 )
 from subagents._delegation._background import STEERING_PREFIX
 from subagents.adapters.pydantic_ai import PydanticAIChild, delegation_toolset
-from _adapter_parents import Factory, background_parent, blocking_parent, child_records
-
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -91,9 +90,7 @@ async def test_steering_reaches_a_background_pydantic_ai_child_at_its_next_reque
     seen: list[list[str]] = []
 
     def answer(messages: list[pm.ModelMessage], info: AgentInfo) -> pm.ModelResponse:
-        seen.append(
-            [p.content for p in messages[-1].parts if isinstance(p, pm.UserPromptPart)]
-        )
+        seen.append([p.content for p in messages[-1].parts if isinstance(p, pm.UserPromptPart)])
         if len(seen) == 1:
             return pm.ModelResponse(parts=[pm.ToolCallPart("pause", {})])
         return pm.ModelResponse(parts=[pm.TextPart("steered")])
@@ -199,7 +196,6 @@ def test_a_pydantic_ai_parent_gets_a_background_result_once_after_a_host_kill(
     assert host.returncode == -signal.SIGKILL
 
     from storage import LmdbSessionStore
-
     from subagents import BackgroundSubagentSupervisor
 
     store = LmdbSessionStore(store_path)
