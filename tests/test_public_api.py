@@ -381,6 +381,23 @@ PUBLIC: dict[str, list[str]] = {
         "struct_schema",
         "tool",
     ],
+    "subagents.adapters": [],
+    "subagents.adapters.langgraph": [
+        "LangGraphChild",
+        "delegation_tools",
+    ],
+    "subagents.adapters.openai_agents": [
+        "OpenAIAgentsChild",
+        "delegation_tools",
+    ],
+    "subagents.adapters.opentelemetry": [
+        "OpenTelemetryHook",
+        "trace_context_store",
+    ],
+    "subagents.adapters.pydantic_ai": [
+        "PydanticAIChild",
+        "delegation_toolset",
+    ],
     "properties": [
         "BUILTIN_FACTORIES",
         "ClockReport",
