@@ -91,7 +91,9 @@ class ForeignRun:
     delegation attributes them to the subagent); ``usage`` adds to the run's
     counters; ``before_request`` / ``after_request`` bracket one model request
     for the hooks; ``steering()`` drains what the parent queued for this turn
-    (background children), as plain strings in arrival order.
+    (background children), as plain strings in arrival order. ``history`` is
+    the conversation so far when a background agent is continued
+    (:meth:`exchanges` gives it as prompt/answer pairs).
     """
 
     def __init__(
@@ -103,9 +105,11 @@ class ForeignRun:
         run_id: RunId,
         conversation_id: ConversationId,
         turn_start: TurnStart | None,
+        history: Sequence[ModelMessage] = (),
     ) -> None:
         self.agent = agent
         self.context = context
+        self.history = tuple(history)
         self.sink = sink
         self.run_id = run_id
         self.conversation_id = conversation_id
@@ -113,6 +117,19 @@ class ForeignRun:
         self._turn_start = turn_start
         self._info: ModelRequestInfo | None = None
         self._tool_contexts: dict[str, ToolContext] = {}
+
+    def exchanges(self) -> list[tuple[str, str]]:
+        """The continued conversation as ``(user prompt, answer)`` pairs, oldest first."""
+        pairs: list[tuple[str, str]] = []
+        prompt: str | None = None
+        for message in self.history:
+            if isinstance(message, ModelRequest):
+                texts = [p.content for p in message.parts if isinstance(p, UserPromptPart)]
+                prompt = "\n".join(texts) if texts else prompt
+            elif prompt is not None:
+                pairs.append((prompt, message.text()))
+                prompt = None
+        return pairs
 
     @property
     def live(self) -> bool:
@@ -293,6 +310,7 @@ class ForeignAgent(Agent):
                 run_id=run_id,
                 conversation_id=conversation_id,
                 turn_start=turn_start,
+                history=message_history or (),
             )
             if sink is not None:
                 sink.push(RUN_STARTED, {"run_id": run_id.as_str(), "agent_name": self.name})
@@ -321,6 +339,7 @@ class ForeignAgent(Agent):
         if sink is not None:
             sink.push(RUN_COMPLETED, {"output": output, "usage": usage.to_value()})
         messages = (
+            *(message_history or ()),
             ModelRequest(parts=(UserPromptPart(content=prompt),)),
             ModelResponse(parts=(TextPart(content=output),), model_name=self.model.name),
         )

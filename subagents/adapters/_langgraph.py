@@ -59,8 +59,13 @@ class LangGraphChild(ForeignAgent):
         callbacks = [*self.config.get("callbacks", []), _observer(run, pending, self.model.name)]
         config = {**self.config, "callbacks": callbacks}
         last: Any = None
+        earlier = [
+            (role, text)
+            for pair in run.exchanges()
+            for role, text in zip(("user", "assistant"), pair, strict=True)
+        ]
         async for update in self.graph.astream(
-            {"messages": [("user", prompt)]}, config, stream_mode="updates"
+            {"messages": [*earlier, ("user", prompt)]}, config, stream_mode="updates"
         ):
             for values in update.values():
                 for message in _messages_of(values):

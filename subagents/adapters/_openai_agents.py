@@ -72,9 +72,14 @@ class OpenAIAgentsChild(ForeignAgent):
             provider = self.run_config.model_provider
             model = provider.get_model(model)
         agent = agent.clone(model=_ObservedModel(sdk, model, run, self.model.name))
+        earlier = [
+            {"role": role, "content": text}
+            for pair in run.exchanges()
+            for role, text in zip(("user", "assistant"), pair, strict=True)
+        ]
         result = await sdk.Runner.run(
             agent,
-            prompt,
+            [*earlier, {"role": "user", "content": prompt}] if earlier else prompt,
             context=self.run_context,
             max_turns=self.max_turns,
             run_config=self.run_config,

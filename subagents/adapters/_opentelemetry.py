@@ -181,6 +181,7 @@ class OpenTelemetryHook(AgentHook):
 
     def _end_run_children(self, run_id: str, error: BaseException) -> None:
         for key in [k for k in self._tools if k[0] == run_id]:
+            self._forget_delegation(key)
             self._end(self._tools.pop(key), error)
         for request in [k for k in self._requests if k[0] == run_id]:
             self._end(self._requests.pop(request), error)
@@ -196,6 +197,7 @@ class OpenTelemetryHook(AgentHook):
             run.span.set_attribute("gen_ai.agent.name", request.agent_name)
         # A tool call answered with a retry prompt never reached after_tool_call.
         for key in [k for k in self._tools if k[0] == run_id]:
+            self._forget_delegation(key)
             self._end(self._tools.pop(key), "the tool call was answered with a retry prompt")
         self._requests[(run_id, request.request_number)] = self._start(
             f"chat {request.model_name}",
@@ -250,9 +252,7 @@ class OpenTelemetryHook(AgentHook):
         self, context: ToolContext, call: ToolCallPart, result: ToolResult
     ) -> None:
         key = (context.run_id.as_str(), call.tool_call_id)
-        pending = self._delegations.pop(key, None)
-        if pending is not None:
-            _PENDING.discard(*pending)  # refused before the store saw it
+        self._forget_delegation(key)
         opened = self._tools.pop(key, None)
         if opened is not None:
             content = result.content if isinstance(result.content, dict) else {}
@@ -262,6 +262,12 @@ class OpenTelemetryHook(AgentHook):
                 if call.tool_name == _WAIT_TOOL and content.get("result") is not None:
                     self._link_attempt(opened.span, attempt_id)
         self._end(opened)
+
+    def _forget_delegation(self, key: tuple[str, str]) -> None:
+        """Drop a delegation's trace context the store did not take (refused, or stored)."""
+        pending = self._delegations.pop(key, None)
+        if pending is not None:
+            _PENDING.discard(*pending)
 
     def _link_attempt(self, span: Any, attempt_id: str) -> None:
         """Link ``span`` to the attempt's persisted delegating span, when there is one."""

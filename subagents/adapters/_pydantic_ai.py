@@ -58,7 +58,10 @@ class PydanticAIChild(ForeignAgent):
         toolsets = []
         if self.inherited_tools():
             toolsets.append(_toolset(ToolBridge(self.inherited_tools(), run.context)))
-        async with self.agent.iter(prompt, deps=self.deps, toolsets=toolsets or None) as agent_run:
+        history = _history(run.exchanges()) or None
+        async with self.agent.iter(
+            prompt, deps=self.deps, toolsets=toolsets or None, message_history=history
+        ) as agent_run:
             node: Any = agent_run.next_node
             pending: dict[str, ToolCallPart] = {}
             while not pai.Agent.is_end_node(node):
@@ -122,6 +125,16 @@ class PydanticAIChild(ForeignAgent):
                 if call is not None:
                     content = part.content if isinstance(part, messages.ToolReturnPart) else None
                     await run.tool_return(call.tool_name, call.tool_call_id, content, call.args)
+
+
+def _history(exchanges: list[tuple[str, str]]) -> list[Any]:
+    """A continued conversation as pydantic-ai messages."""
+    messages = _pydantic_ai().messages
+    history: list[Any] = []
+    for prompt, answer in exchanges:
+        history.append(messages.ModelRequest(parts=[messages.UserPromptPart(content=prompt)]))
+        history.append(messages.ModelResponse(parts=[messages.TextPart(content=answer)]))
+    return history
 
 
 def _toolset(bridge: ToolBridge) -> Any:

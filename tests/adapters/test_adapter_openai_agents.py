@@ -150,3 +150,49 @@ def test_config_refuses_a_bare_openai_agents_agent_naming_the_adapter() -> None:
     with pytest.raises(UnsupportedAgent) as refused:
         SubagentConfig("research", _child())  # type: ignore[arg-type]
     assert refused.value.fields["adapter"] == "subagents.adapters.openai_agents.OpenAIAgentsChild"
+
+
+async def test_steering_reaches_a_background_openai_agents_child_at_its_next_request(
+    make_supervisor: Factory,
+) -> None:
+    import asyncio
+
+    from subagents._delegation._background import STEERING_PREFIX
+
+    paused, resume = asyncio.Event(), asyncio.Event()
+
+    @function_tool
+    async def pause() -> str:
+        """Wait for the test."""
+        paused.set()
+        await resume.wait()
+        return "paused"
+
+    model = Scripted([lambda _: call("pause", {}, "c-pause"), lambda _: text("steered")])
+    child = SdkAgent(name="sdk", model=model, tools=[pause])
+    tools = delegation_tools(
+        [SubagentConfig("research", OpenAIAgentsChild(child))], supervisor=make_supervisor()
+    )
+    by_name = {t.name: t for t in tools}
+
+    async def use(name: str, args: dict[str, Any]) -> Any:
+        from agents.tool_context import ToolContext
+
+        context = ToolContext(
+            context=None, tool_name=name, tool_call_id=f"c-{name}", tool_arguments=json.dumps(args)
+        )
+        return json.loads(await by_name[name].on_invoke_tool(context, json.dumps(args)))
+
+    accepted = await use("delegate", {"subagent_name": "research", "prompt": "go"})
+    await paused.wait()
+    await use("steer_subagent", {"attempt_id": accepted["attempt_id"], "message": "focus on X"})
+    resume.set()
+    waited = await use("wait_subagent", {"attempt_id": accepted["attempt_id"]})
+
+    assert waited["result"] == "steered"
+    second = model.inputs[1]
+    assert second[-1] == {"role": "user", "content": STEERING_PREFIX + "focus on X"}
+    assert not any(
+        isinstance(i, dict) and str(i.get("content", "")).startswith(STEERING_PREFIX)
+        for i in model.inputs[0]
+    )

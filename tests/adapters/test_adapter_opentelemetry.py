@@ -218,3 +218,52 @@ async def test_a_failed_model_request_is_recorded_on_its_span_and_the_run_span()
     assert spans["chat m"].status.status_code is StatusCode.ERROR
     assert spans["invoke_agent agent"].status.status_code is StatusCode.ERROR
     assert [e.name for e in spans["chat m"].events] == ["exception"]
+
+
+async def test_a_pydantic_ai_child_inherits_the_hook_and_its_spans_nest() -> None:
+    from pydantic_ai import Agent as PydanticAgent
+    from pydantic_ai.models.test import TestModel as PydanticTestModel
+
+    from subagents.adapters.pydantic_ai import PydanticAIChild
+
+    provider, exporter = _tracing()
+    pai = PydanticAgent(PydanticTestModel(custom_output_text="facts"), name="pai")
+
+    @pai.tool_plain
+    def lookup(q: str) -> str:
+        return f"found {q}"
+
+    config = SubagentConfig("research", PydanticAIChild(pai)).with_capability_inheritance(
+        SubagentCapabilityInheritancePolicy(hooks=True)
+    )
+    parent = (
+        AgentBuilder(
+            TestModel.with_tool_calls([("delegate", {"name": "research", "prompt": "go"})], "ok")
+        )
+        .name("lead")
+        .hook(OpenTelemetryHook(provider))
+        .subagent(config)
+        .build()
+    )
+    await parent.run("plan")
+
+    spans = exporter.get_finished_spans()
+    assert sorted(_edges(spans), key=str) == sorted(
+        [
+            (None, "invoke_agent lead"),
+            ("invoke_agent lead", "chat test"),
+            ("invoke_agent lead", "chat test"),
+            ("invoke_agent lead", "execute_tool delegate"),
+            ("execute_tool delegate", "invoke_agent pai"),
+            ("invoke_agent pai", "chat test"),
+            ("invoke_agent pai", "execute_tool lookup"),
+            ("invoke_agent pai", "chat test"),
+        ],
+        key=str,
+    )
+    child_chats = [
+        s
+        for s in spans
+        if s.name == "chat test" and (s.attributes or {}).get("gen_ai.agent.name") == "pai"
+    ]
+    assert [c.attributes["gen_ai.usage.input_tokens"] for c in child_chats] != [0, 0]  # type: ignore[index]

@@ -211,7 +211,8 @@ def test_a_pydantic_ai_parent_gets_a_background_result_once_after_a_host_kill(
         parent = PydanticAgent(
             PydanticFunctionModel(_delegate_then_wait(attempt_id)), toolsets=[toolset]
         )
-        result = parent.run_sync("collect the result")
+        # asyncio.run, not run_sync: pydantic-ai's run_sync leaves its event loop open.
+        result = asyncio.run(parent.run("collect the result"))
     finally:
         supervisor.shutdown(5.0)
         store.close()
@@ -224,3 +225,70 @@ def test_config_refuses_a_bare_pydantic_ai_agent_naming_the_adapter() -> None:
         SubagentConfig("research", _child())  # type: ignore[arg-type]
     assert refused.value.fields["adapter"] == "subagents.adapters.pydantic_ai.PydanticAIChild"
     assert "PydanticAIChild" in str(refused.value)
+
+
+async def test_a_continued_background_pydantic_ai_child_sees_its_earlier_exchange(
+    make_supervisor: Factory,
+) -> None:
+    seen: list[list[str]] = []
+
+    def answer(messages: list[pm.ModelMessage], info: AgentInfo) -> pm.ModelResponse:
+        seen.append(
+            [
+                str(getattr(p, "content", ""))
+                for m in messages
+                for p in m.parts
+                if isinstance(p, pm.UserPromptPart | pm.TextPart)
+            ]
+        )
+        return pm.ModelResponse(parts=[pm.TextPart(f"answer {len(seen)}")])
+
+    child = PydanticAgent(PydanticFunctionModel(answer), name="pai")
+    toolset = delegation_toolset(
+        [SubagentConfig("research", PydanticAIChild(child))], supervisor=make_supervisor()
+    )
+    call = _caller(toolset)
+    first = await call("delegate", {"subagent_name": "research", "prompt": "first"})
+    await call("wait_subagent", {"attempt_id": first["attempt_id"]})
+    again = {"subagent_name": "research", "prompt": "second", "agent_id": first["agent_id"]}
+    second = await call("delegate", again)
+    waited = await call("wait_subagent", {"attempt_id": second["attempt_id"]})
+
+    assert second["status"] == "continued"
+    assert waited["result"] == "answer 2"
+    assert seen == [["first"], ["first", "answer 1", "second"]]
+
+
+async def test_a_pydantic_ai_child_gets_the_parent_tools_its_policy_inherits() -> None:
+    from subagents import AgentBuilder, FunctionTool, SubagentToolInheritancePolicy, TestModel
+
+    calls: list[Any] = []
+
+    def parent_tool(ctx: Any, args: Any) -> str:
+        calls.append(args)
+        return "from the parent"
+
+    shared = FunctionTool(
+        "shared",
+        "A parent tool",
+        {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]},
+        parent_tool,
+    )
+    child = PydanticAgent(PydanticTestModel(call_tools=["shared"]), name="pai")
+    config = SubagentConfig("research", PydanticAIChild(child)).with_tool_inheritance(
+        SubagentToolInheritancePolicy(["shared"])
+    )
+    parent = (
+        AgentBuilder(
+            TestModel.with_tool_calls(
+                [("delegate", {"name": "research", "prompt": "use it"})], then="done"
+            )
+        )
+        .tool(shared)
+        .subagent(config)
+        .build()
+    )
+    result = await parent.run("plan")
+
+    assert result.output == "done"
+    assert len(calls) == 1 and isinstance(calls[0], dict) and isinstance(calls[0]["x"], int)
