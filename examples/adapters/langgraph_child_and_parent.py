@@ -2,7 +2,7 @@
 No network: LangChain's fake chat model.
 
 Run: ``python examples/adapters/langgraph_child_and_parent.py``
-(needs ``pip install 'subagents[langgraph]'``).
+(needs ``pip install '.[langgraph]'``).
 """
 
 from __future__ import annotations

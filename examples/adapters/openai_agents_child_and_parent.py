@@ -2,7 +2,7 @@
 Agents parent. No network: a scripted ``agents.Model``.
 
 Run: ``python examples/adapters/openai_agents_child_and_parent.py``
-(needs ``pip install 'subagents[openai-agents]'``).
+(needs ``pip install '.[openai-agents]'``).
 """
 
 from __future__ import annotations

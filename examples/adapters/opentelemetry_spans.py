@@ -1,7 +1,7 @@
 """OpenTelemetry spans of a parent that delegates once, printed from an in-memory exporter.
 
 Run: ``python examples/adapters/opentelemetry_spans.py``
-(needs ``pip install 'subagents[opentelemetry]' opentelemetry-sdk``).
+(needs ``pip install '.[opentelemetry]' opentelemetry-sdk``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 parent. No network: pydantic-ai's own test models.
 
 Run: ``python examples/adapters/pydantic_ai_child_and_parent.py``
-(needs ``pip install 'subagents[pydantic-ai]'``).
+(needs ``pip install '.[pydantic-ai]'``).
 """
 
 from __future__ import annotations
