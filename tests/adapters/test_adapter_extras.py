@@ -44,3 +44,16 @@ def test_an_adapter_refuses_an_object_of_the_wrong_kind() -> None:
 
     with pytest.raises(AgentConfigError, match=r"needs a pydantic_ai\.Agent"):
         PydanticAIChild(object())
+
+
+def test_config_refuses_an_object_no_adapter_runs() -> None:
+    from subagents import SubagentConfig, UnsupportedAgent
+
+    with pytest.raises(UnsupportedAgent) as refused:
+        SubagentConfig("research", object())  # type: ignore[arg-type]
+    assert refused.value.fields == {
+        "name": "research",
+        "agent_type": "builtins.object",
+        "adapter": None,
+    }
+    assert "AgentBuilder" in str(refused.value)
