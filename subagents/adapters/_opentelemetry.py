@@ -13,12 +13,15 @@ from .._agent._context import AgentContext
 from .._agent._hooks import AgentHook, ModelRequestInfo
 from .._agent._models import ModelResponse, ToolCallPart
 from .._agent._tools import ToolContext, ToolResult
+from .._delegation._hooks import SubagentExecutionHook, SubagentExecutionMetadata
 from ._foreign import require
 
 _EXTRA = "opentelemetry"
 _ADAPTER = "subagents.adapters.opentelemetry"
 _DELEGATE_TOOLS = frozenset({"delegate", "spawn_delegate"})
 _WAIT_TOOL = "wait_subagent"
+#: Where a background child's context carries its attempt's persisted trace context.
+_LINK_KEY = "subagents.trace_link"
 
 
 def _otel() -> tuple[Any, Any, Any]:
@@ -106,7 +109,7 @@ class _Open:
         self.token = token
 
 
-class OpenTelemetryHook(AgentHook):
+class OpenTelemetryHook(AgentHook, SubagentExecutionHook):
     """An :class:`~subagents.AgentHook` that emits GenAI spans (see the module docs).
 
     ``tracer_provider`` defaults to the global one. ``store`` (the supervisor's
@@ -128,8 +131,8 @@ class OpenTelemetryHook(AgentHook):
 
     # -- spans ---------------------------------------------------------------------------------
 
-    def _start(self, name: str, attributes: dict[str, Any]) -> _Open:
-        span = self._tracer.start_span(name, attributes=attributes)
+    def _start(self, name: str, attributes: dict[str, Any], links: Any = None) -> _Open:
+        span = self._tracer.start_span(name, attributes=attributes, links=links)
         token = self._context_api.attach(self._trace.set_span_in_context(span))
         return _Open(span, token)
 
@@ -160,8 +163,34 @@ class OpenTelemetryHook(AgentHook):
         if context.parent_run_id is not None:
             attributes["subagents.parent_run_id"] = context.parent_run_id.as_str()
         self._runs[str(context.run_id)] = self._start(
-            f"invoke_agent {context.agent_name}", attributes
+            f"invoke_agent {context.agent_name}", attributes, self._links(context)
         )
+
+    def _links(self, context: AgentContext) -> list[Any] | None:
+        """A link to the persisted delegating span of this background child's attempt."""
+        carrier = context.metadata.get(_LINK_KEY)
+        if not isinstance(carrier, dict):
+            return None
+        attempt_id = carrier.get("attempt_id")
+        linked = self._trace.get_current_span(self._propagator.extract(carrier))
+        span_context = linked.get_span_context()
+        if not span_context.is_valid:
+            return None
+        return [self._trace.Link(span_context, {"subagents.attempt_id": str(attempt_id)})]
+
+    # -- delegations (as a SubagentExecutionHook) ----------------------------------------------
+
+    async def before_subagent_run(
+        self, metadata: SubagentExecutionMetadata, child_context: AgentContext
+    ) -> None:
+        """A background child's context gets its attempt's persisted trace context, so
+        its run span links to the delegating span (``config.with_execution_hook(hook)``)."""
+        if not metadata.task_metadata.get("background"):
+            return
+        attempt_id = metadata.task_id.as_str()
+        carrier = self._persisted(attempt_id)
+        if carrier:
+            child_context.metadata[_LINK_KEY] = {**carrier, "attempt_id": attempt_id}
 
     async def after_run(self, context: AgentContext, output: str) -> None:
         opened = self._runs.pop(str(context.run_id), None)
@@ -269,14 +298,19 @@ class OpenTelemetryHook(AgentHook):
         if pending is not None:
             _PENDING.discard(*pending)
 
-    def _link_attempt(self, span: Any, attempt_id: str) -> None:
-        """Link ``span`` to the attempt's persisted delegating span, when there is one."""
+    def _persisted(self, attempt_id: str) -> dict[str, str] | None:
+        """The attempt's persisted trace context (``None`` without a store or a record)."""
         if self._store is None:
-            return
+            return None
         try:
             carrier = self._store.load_attempt(attempt_id).trace_context
         except Exception:
-            return
+            return None
+        return dict(carrier) if carrier else None
+
+    def _link_attempt(self, span: Any, attempt_id: str) -> None:
+        """Link ``span`` to the attempt's persisted delegating span, when there is one."""
+        carrier = self._persisted(attempt_id)
         if not carrier:
             return
         linked = self._trace.get_current_span(self._propagator.extract(carrier))

@@ -20,8 +20,10 @@ child runs in a copy of the delegating call's :mod:`contextvars`, background
 children included. Across a restart or a host, the link goes through the
 store: wrap the supervisor's store in :func:`trace_context_store` and every
 accepted attempt persists the W3C ``traceparent`` of its delegating span in
-``AttemptRecord.trace_context``; the span of a ``wait_subagent`` that
-delivers the attempt's result (on any host, later) links to it.
+``AttemptRecord.trace_context``. Given that store (``store=``), the hook
+links to it from the background child's run span (add the hook to the
+subagent too: ``config.with_execution_hook(hook)``) and from the span of the
+``wait_subagent`` that delivers the attempt's result, on any host, later.
 """
 
 from ._opentelemetry import OpenTelemetryHook, trace_context_store

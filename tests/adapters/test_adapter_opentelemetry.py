@@ -70,8 +70,10 @@ def _parent(
         return "facts"
 
     child = AgentBuilder(FunctionModel(answer, name="child-model")).name("research").build()
-    config = SubagentConfig("research", child).with_capability_inheritance(
-        SubagentCapabilityInheritancePolicy(hooks=True)
+    config = (
+        SubagentConfig("research", child)
+        .with_capability_inheritance(SubagentCapabilityInheritancePolicy(hooks=True))
+        .with_execution_hook(hook)  # the background child's span links to the stored trace
     )
     return (
         AgentBuilder(FunctionModel(script, name="parent-model"))
@@ -176,6 +178,14 @@ async def test_the_span_tree_of_a_blocking_and_a_background_delegation_and_the_l
     spawn = next(s for s in spans if s.name == "execute_tool spawn_delegate")
     assert spawn.attributes["subagents.attempt_id"] == attempt_id  # type: ignore[index]
     assert spawn.attributes["subagents.delegation.background"] is True  # type: ignore[index]
+    background = next(
+        s
+        for s in spans
+        if s.name == "invoke_agent research" and s.parent.span_id == spawn.context.span_id  # type: ignore[union-attr]
+    )
+    [persisted] = background.links  # read back from the attempt record in the store
+    assert persisted.context.span_id == spawn.context.span_id
+    assert persisted.attributes == {"subagents.attempt_id": attempt_id}
 
     # The restart: a new store handle, supervisor and tracer; the same host identity.
     provider2, exporter2 = _tracing()
