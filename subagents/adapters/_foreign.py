@@ -48,7 +48,7 @@ from .._agent._stream import (
     AgentStreamSink,
 )
 from .._agent._tools import Tool, ToolContext, ToolRegistry, ToolResult
-from .._delegation._background_tools import WAIT_SUBAGENT_TOOL_NAME
+from .._delegation._background_tools import WAIT_SUBAGENT_TOOL_NAME, AsyncDelegateTool
 from .._delegation._config import SubagentConfig, SubagentParentTools
 from .._delegation._registry import SubagentRegistry
 from .._errors import AdapterNotInstalled, ModelError, ToolError
@@ -422,6 +422,26 @@ class ToolBridge:
         if name == WAIT_SUBAGENT_TOOL_NAME and isinstance(content, dict):
             return await self._recover(content, run_id)
         return content
+
+    async def deliver_pending(self, run_key: str | None) -> list[str]:
+        """The background results finished since the last call, each once, as the user
+        messages our own parent gets at its turn boundary (their deltas applied to
+        :attr:`context`); none without background tools."""
+        delegation = next(
+            (t.delegation for t in self.tools if isinstance(t, AsyncDelegateTool)), None
+        )
+        if delegation is None:
+            return []
+        scratch: list[ModelMessage] = [ModelRequest(parts=())]
+        self.context.run_id = self.context.run_id or self.run_id(run_key)
+        await delegation.deliver_pending(scratch, self.context)
+        return [
+            part.content
+            for message in scratch
+            if isinstance(message, ModelRequest)
+            for part in message.parts
+            if isinstance(part, UserPromptPart)
+        ]
 
     async def _recover(self, waited: dict[str, Any], run_id: RunId) -> dict[str, Any]:
         """A wait for an attempt this supervisor never ran (its host died before

@@ -17,8 +17,6 @@ from .._delegation._topology import delegation_tools
 from .._errors import AgentConfigError, ToolError
 from ._foreign import ForeignAgent, ForeignRun, ToolBridge, registry_of, require
 
-__all__ = ["PydanticAIChild", "_toolset", "delegation_toolset"]
-
 _EXTRA = "pydantic-ai"
 _ADAPTER = "subagents.adapters.pydantic_ai"
 
@@ -159,7 +157,16 @@ def _toolset(bridge: ToolBridge) -> Any:
             takes_ctx=True,
         )
 
-    toolset = pai.FunctionToolset([make(tool) for tool in bridge.tools])
+    class DelegationToolset(pai.FunctionToolset):  # type: ignore[misc, name-defined]
+        """Delivers finished background results at the start of every run step."""
+
+        async def for_run_step(self, ctx: Any) -> Any:
+            delivered = await bridge.deliver_pending(ctx.run_id)
+            if delivered and ctx.pending_messages is not None:
+                ctx.enqueue(*delivered)
+            return await super().for_run_step(ctx)
+
+    toolset = DelegationToolset([make(tool) for tool in bridge.tools])
     toolset.subagents_context = bridge.context
     toolset.subagents_bridge = bridge
     return toolset
@@ -180,7 +187,9 @@ def delegation_toolset(
     supervisor after a restart) and ``BLOCKING`` without. ``context`` (kept by
     the toolset as ``.subagents_context``) collects the children's usage and
     events across the parent's runs. A tool's typed refusal reaches the model
-    as a retry (``ModelRetry``).
+    as a retry (``ModelRetry``). As for our own parent, a finished background
+    result the model did not wait for is delivered at the start of the
+    parent's next run step (``RunContext.enqueue``), once.
     """
     registry = registry_of(subagents)
     if mode is None:

@@ -292,3 +292,53 @@ async def test_a_pydantic_ai_child_gets_the_parent_tools_its_policy_inherits() -
 
     assert result.output == "done"
     assert len(calls) == 1 and isinstance(calls[0], dict) and isinstance(calls[0]["x"], int)
+
+
+async def test_a_pydantic_ai_parent_gets_a_finished_result_at_its_next_step_without_waiting(
+    make_supervisor: Factory,
+) -> None:
+    from subagents._delegation._delivery import BACKGROUND_RESULT_PREFIX
+
+    store_reads: list[str] = []
+    supervisor = make_supervisor()
+    toolset = delegation_toolset(
+        [SubagentConfig("research", PydanticAIChild(_child("delivered by itself")))],
+        supervisor=supervisor,
+    )
+
+    async def settle() -> str:
+        """Until the delegated attempt is durable (polling the store, as an observer would)."""
+        attempt = store_reads[0]
+        for _ in range(3000):
+            if str(supervisor.store.load_attempt(attempt).execution_status) == "completed":
+                return "settled"
+            await asyncio.sleep(0.01)
+        raise AssertionError("the child did not complete")
+
+    def answer(messages: list[pm.ModelMessage], info: AgentInfo) -> pm.ModelResponse:
+        returns = [p.content for m in messages for p in m.parts if isinstance(p, pm.ToolReturnPart)]
+        prompts = [
+            str(p.content) for m in messages for p in m.parts if isinstance(p, pm.UserPromptPart)
+        ]
+        delivered = [p for p in prompts if p.startswith(BACKGROUND_RESULT_PREFIX)]
+        if not returns:
+            args = {"subagent_name": "research", "prompt": "go"}
+            return pm.ModelResponse(parts=[pm.ToolCallPart("delegate", args)])
+        if len(returns) == 1:
+            store_reads.append(returns[0]["attempt_id"])
+            return pm.ModelResponse(parts=[pm.ToolCallPart("settle", {})])
+        return pm.ModelResponse(parts=[pm.TextPart(f"{len(delivered)} delivered")])
+
+    parent = PydanticAgent(PydanticFunctionModel(answer), toolsets=[toolset])
+    parent.tool_plain(settle)
+    result = await parent.run("plan")
+
+    assert result.output == "1 delivered"
+    delivered = [
+        str(p.content)
+        for m in result.all_messages()
+        for p in m.parts
+        if isinstance(p, pm.UserPromptPart) and str(p.content).startswith(BACKGROUND_RESULT_PREFIX)
+    ]
+    assert len(delivered) == 1 and "delivered by itself" in delivered[0]
+    assert toolset.subagents_context.usage.requests == 2  # the delta came with it
