@@ -460,6 +460,18 @@ class ToolBridge:
         return self._recovered.pop(attempt_id, waited)
 
 
+#: What our background ``delegate`` promises that a parent without turn delivery lacks.
+_AUTOMATIC = "Do not poll: its result is delivered to you automatically."
+_BY_WAITING = "Call wait_subagent with its attempt_id to get its result."
+
+
+def waiting_description(tool: Tool) -> str:
+    """``tool``'s description for a foreign parent that gets background results only by
+    calling ``wait_subagent`` (no turn-boundary delivery)."""
+    description = tool.definition().description or tool.name
+    return description.replace(_AUTOMATIC, _BY_WAITING)
+
+
 def registry_of(subagents: Sequence[SubagentConfig] | SubagentRegistry) -> SubagentRegistry:
     """``subagents`` as a registry (a sequence of configs is registered in order)."""
     if isinstance(subagents, SubagentRegistry):

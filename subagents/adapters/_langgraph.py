@@ -15,7 +15,14 @@ from .._delegation._config import SubagentConfig, SubagentDelegationMode
 from .._delegation._registry import SubagentRegistry
 from .._delegation._topology import delegation_tools as _delegation_tools
 from .._errors import AgentConfigError, ToolError
-from ._foreign import ForeignAgent, ForeignRun, ToolBridge, registry_of, require
+from ._foreign import (
+    ForeignAgent,
+    ForeignRun,
+    ToolBridge,
+    registry_of,
+    require,
+    waiting_description,
+)
 
 _EXTRA = "langgraph"
 _ADAPTER = "subagents.adapters.langgraph"
@@ -165,7 +172,7 @@ def _structured_tools(bridge: ToolBridge) -> list[Any]:
         return tools_module.StructuredTool.from_function(
             coroutine=invoke,
             name=definition.name,
-            description=definition.description or definition.name,
+            description=waiting_description(tool),
             args_schema=definition.parameters_schema,
             handle_tool_error=True,
         )

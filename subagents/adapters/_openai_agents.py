@@ -15,7 +15,14 @@ from .._delegation._config import SubagentConfig, SubagentDelegationMode
 from .._delegation._registry import SubagentRegistry
 from .._delegation._topology import delegation_tools as _delegation_tools
 from .._errors import AgentConfigError, ToolError
-from ._foreign import ForeignAgent, ForeignRun, ToolBridge, registry_of, require
+from ._foreign import (
+    ForeignAgent,
+    ForeignRun,
+    ToolBridge,
+    registry_of,
+    require,
+    waiting_description,
+)
 
 _EXTRA = "openai-agents"
 _ADAPTER = "subagents.adapters.openai_agents"
@@ -185,7 +192,7 @@ def _function_tools(bridge: ToolBridge) -> list[Any]:
         definition = tool.definition()
         return sdk.FunctionTool(
             name=definition.name,
-            description=definition.description or definition.name,
+            description=waiting_description(tool),
             params_json_schema=definition.parameters_schema,
             on_invoke_tool=invoke,
             strict_json_schema=False,

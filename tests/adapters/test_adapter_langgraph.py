@@ -140,6 +140,8 @@ async def test_a_langgraph_parent_delegates_in_the_background_and_waits(
     final = await builder.compile().ainvoke({"messages": [("user", "plan")]})
 
     assert final["messages"][-1].content == "parent got: from the graph"
+    delegate = next(t for t in tools if t.name == "delegate")
+    assert "Call wait_subagent" in delegate.description
     assert context.usage.requests == 2  # the child graph's, delivered with the result
 
 

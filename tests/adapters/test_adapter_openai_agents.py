@@ -143,6 +143,9 @@ async def test_an_openai_agents_parent_delegates_in_the_background_and_waits(
     result = await Runner.run(parent, "plan", run_config=RunConfig(tracing_disabled=True))
 
     assert result.final_output == "parent got: from the child"
+    delegate = next(t for t in tools if t.name == "delegate")
+    assert "Call wait_subagent" in delegate.description  # no turn delivery in this parent
+    assert "automatically" not in delegate.description
     assert context.usage.requests == 2  # the child's, delivered with the result
 
 
