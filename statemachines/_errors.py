@@ -55,6 +55,8 @@ name starting with ``.`` is an attribute of its parent
     │   ├── AgentConfigError                     subagents      a builder, registry or schema
     │   │   ├── ToolSchemaError                  subagents      an unusable tool JSON Schema
     │   │   ├── SubagentSpecError                subagents      an unusable markdown subagent file
+    │   │   ├── AdapterNotInstalled              subagents      an adapter's framework is missing
+    │   │   ├── UnsupportedAgent                 subagents      SubagentConfig cannot run the object
     │   │   └── AgentSpecError                   subagents      an AgentSpec cannot be built
     │   │       ├── MissingInheritedModel        subagents      model `inherit`, none inherited
     │   │       ├── ModelResolutionError         subagents      no provider builds that model id

@@ -40,6 +40,28 @@ class ToolSchemaError(AgentConfigError):
     path: str
 
 
+class AdapterNotInstalled(AgentConfigError):
+    """An adapter's framework is not installed.
+
+    Fields: ``adapter`` (e.g. ``subagents.adapters.pydantic_ai``), ``extra``
+    (the pip extra to install) and ``module`` (the missing import).
+    """
+
+    adapter: str
+    extra: str
+
+
+class UnsupportedAgent(AgentConfigError):
+    """``SubagentConfig`` got an object it cannot run as a child.
+
+    Fields: ``name`` (the subagent), ``agent_type`` (the object's qualified
+    type name) and ``adapter`` (the adapter that runs such objects, or ``None``).
+    """
+
+    agent_type: str
+    adapter: str | None
+
+
 class ModelError(AgentError):
     """The model raised, returned an unusable response, or ran out of script.
 

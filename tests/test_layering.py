@@ -143,6 +143,7 @@ SDK_ORDER = (
     "_specs",
     "_delegation",
     "_builder",
+    "adapters",
     "_host",
     "_cli",
 )

@@ -229,6 +229,7 @@ PUBLIC: dict[str, list[str]] = {
         "WaitResult",
     ],
     "subagents": [
+        "AdapterNotInstalled",
         "Agent",
         "AgentApp",
         "AgentBuilder",
@@ -356,6 +357,7 @@ PUBLIC: dict[str, list[str]] = {
         "ToolReturnPart",
         "ToolSchemaError",
         "UnknownEnvironmentProvider",
+        "UnsupportedAgent",
         "Usage",
         "UsageLimitExceeded",
         "UserPromptPart",
@@ -378,6 +380,23 @@ PUBLIC: dict[str, list[str]] = {
         "spec_error_diagnostic",
         "struct_schema",
         "tool",
+    ],
+    "subagents.adapters": [],
+    "subagents.adapters.langgraph": [
+        "LangGraphChild",
+        "delegation_tools",
+    ],
+    "subagents.adapters.openai_agents": [
+        "OpenAIAgentsChild",
+        "delegation_tools",
+    ],
+    "subagents.adapters.opentelemetry": [
+        "OpenTelemetryHook",
+        "trace_context_store",
+    ],
+    "subagents.adapters.pydantic_ai": [
+        "PydanticAIChild",
+        "delegation_toolset",
     ],
     "properties": [
         "BUILTIN_FACTORIES",
