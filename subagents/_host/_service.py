@@ -119,6 +119,9 @@ MAX_STEERING_BYTES = 16 * 1024
 MAX_QUEUED_STEERING = 32
 FULL_SCAN_TICKS = 60
 _TERMINAL_RUN = {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED}
+MCP_SESSION_KEY = "subagents.mcp"
+"""Session metadata of a session an MCP client drives: its results are the client's
+(``wait_subagent``, the attempt resource), never consumed by an automatic continuation."""
 
 
 def map_store_error(exc: Exception) -> RpcError | None:
@@ -440,7 +443,8 @@ class HostService:
 
         The causal parent's profile; when the parent is not a durable run (the
         attempt names the SDK's own run id), the session's. A cancelled parent
-        or an inactive session suppresses automatic continuation.
+        or an inactive session suppresses automatic continuation, and so does a session an
+        MCP client drives (``MCP_SESSION_KEY`` in its metadata: the client reads its results).
         """
         try:
             parent = self.store.load_run(session_id, parent_run_id)
@@ -456,7 +460,7 @@ class HostService:
             session = self.store.load_session(session_id)
         except StoreError:
             return None
-        if session.status != SessionStatus.ACTIVE:
+        if session.status != SessionStatus.ACTIVE or MCP_SESSION_KEY in session.metadata:
             return None
         return session.profile or self.config.host.default_profile
 

@@ -1,0 +1,216 @@
+"""The MCP server over a :class:`~subagents._host.HostService`, built on the official SDK.
+
+:func:`build_server` makes the SDK's low-level ``Server`` whose handlers call
+one :class:`~._bridge.McpBridge` per MCP session (stdio: the one connection;
+streamable HTTP: one per ``Mcp-Session-Id``). Tools: the six of the bridge;
+resources: ``subagents://attempt/<id>`` (listed, read, and on
+``resources/subscribe`` a ``notifications/resources/updated`` once the attempt
+ends). A tool refusal is a tool result with ``isError`` and the typed error in
+``structuredContent.error`` (``error_kind``, ``tool``, ``path``...); an unknown
+tool, an unknown resource or bad params are JSON-RPC errors.
+
+The ``mcp`` package is imported by this module only; :mod:`subagents._mcp`
+imports it lazily and raises :class:`~subagents._errors.McpNotInstalled`
+without it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+
+from .._errors import ToolError
+from .._host import HostService
+from .._host._service import SERVER_VERSION
+from ._bridge import RESOURCE_PREFIX, STORE_PROBE_SECONDS, McpBridge, attempt_uri, encode
+
+log = logging.getLogger("subagents.mcp")
+
+SERVER_NAME = "subagents"
+RESOURCE_NOT_FOUND = -32002
+INSTRUCTIONS = (
+    "Durable background subagents. delegate returns agent_id and attempt_id at once; "
+    "wait_subagent waits once (bounded) and returns the result exactly once; the result "
+    "is also the resource subagents://attempt/<attempt_id> (subscribe to hear when it ends). "
+    "Attempts survive a restart of this server."
+)
+
+BridgeFactory = Callable[[ServerRequestContext[Any, Any]], McpBridge]
+
+
+def _tool_error_result(error: ToolError) -> types.CallToolResult:
+    fields = {k: v for k, v in error.fields.items() if isinstance(v, str | int | float | bool)}
+    detail = {"type": type(error).__name__, "message": error.message, **fields}
+    return types.CallToolResult(
+        content=[types.TextContent(text=error.message)],
+        structured_content={"error": detail},
+        is_error=True,
+    )
+
+
+class _Watches:
+    """The ``resources/subscribe`` watchers of one MCP session: uri → task."""
+
+    def __init__(self) -> None:
+        self.tasks: dict[str, asyncio.Task[None]] = {}
+
+    def start(self, uri: str, bridge: McpBridge, notify: Callable[[str], Any]) -> None:
+        if uri in self.tasks and not self.tasks[uri].done():
+            return
+        attempt_id = uri[len(RESOURCE_PREFIX) :]
+
+        async def watch() -> None:
+            while not await bridge.terminal(attempt_id):
+                await asyncio.sleep(STORE_PROBE_SECONDS)  # a bounded store probe
+            await notify(uri)
+
+        task = asyncio.get_running_loop().create_task(watch())
+        task.add_done_callback(lambda t: None if t.cancelled() else t.exception())
+        self.tasks[uri] = task
+
+    def stop(self, uri: str) -> None:
+        task = self.tasks.pop(uri, None)
+        if task is not None:
+            task.cancel()
+
+    def close(self) -> None:
+        for uri in list(self.tasks):
+            self.stop(uri)
+
+
+def build_server(service: HostService, bridge_for: BridgeFactory) -> Server[Any]:
+    """The SDK server over ``service``; ``bridge_for(ctx)`` is the request's MCP session."""
+    watches: weakref.WeakKeyDictionary[Any, _Watches] = weakref.WeakKeyDictionary()
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        bridge = bridge_for(ctx)
+        return types.ListToolsResult(
+            tools=[
+                types.Tool(name=t.name, description=t.description, input_schema=t.schema)
+                for t in bridge.tools()
+            ]
+        )
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        bridge = bridge_for(ctx)
+        if not bridge.has_tool(params.name):
+            raise MCPError(
+                types.INVALID_PARAMS,
+                f"unknown tool {params.name!r}",
+                {"reason": "unknown_tool", "tools": [t.name for t in bridge.tools()]},
+            )
+        try:
+            value = await bridge.call(params.name, params.arguments)
+        except ToolError as error:
+            return _tool_error_result(error)
+        return types.CallToolResult(
+            content=[types.TextContent(text=encode(value))], structured_content=value
+        )
+
+    async def list_resources(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        records = await bridge_for(ctx).attempts()
+        return types.ListResourcesResult(
+            resources=[
+                types.Resource(
+                    uri=attempt_uri(r.attempt_id),
+                    name=r.attempt_id,
+                    description=f"{r.subagent_name}: {r.execution_status}",
+                    mime_type="application/json",
+                )
+                for r in records
+            ]
+        )
+
+    async def list_templates(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(
+            resource_templates=[
+                types.ResourceTemplate(
+                    uri_template=RESOURCE_PREFIX + "{attempt_id}",
+                    name="attempt",
+                    description="A background attempt of this session and its result",
+                    mime_type="application/json",
+                )
+            ]
+        )
+
+    async def read_resource(
+        ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        value = await bridge_for(ctx).read_attempt(uri)
+        if value is None:
+            raise MCPError(
+                RESOURCE_NOT_FOUND,
+                f"no attempt resource {uri!r} in this session",
+                {"reason": "not_found", "uri": uri},
+            )
+        return types.ReadResourceResult(
+            contents=[
+                types.TextResourceContents(
+                    uri=uri, mime_type="application/json", text=encode(value)
+                )
+            ]
+        )
+
+    async def subscribe(
+        ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams
+    ) -> types.EmptyResult:
+        uri = str(params.uri)
+        bridge = bridge_for(ctx)
+        if await bridge.read_attempt(uri) is None:
+            raise MCPError(
+                RESOURCE_NOT_FOUND,
+                f"no attempt resource {uri!r} in this session",
+                {"reason": "not_found", "uri": uri},
+            )
+        session = ctx.session
+        found = watches.get(session)
+        if found is None:
+            found = watches[session] = _Watches()
+            weakref.finalize(session, found.close)
+        found.start(uri, bridge, session.send_resource_updated)
+        return types.EmptyResult()
+
+    async def unsubscribe(
+        ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        found = watches.get(ctx.session)
+        if found is not None:
+            found.stop(str(params.uri))
+        return types.EmptyResult()
+
+    return Server(
+        SERVER_NAME,
+        version=SERVER_VERSION,
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_templates,
+        on_read_resource=read_resource,
+        on_subscribe_resource=subscribe,
+        on_unsubscribe_resource=unsubscribe,
+    )
+
+
+def close_quietly(task: asyncio.Task[Any]) -> None:
+    task.cancel()
+    with contextlib.suppress(BaseException):
+        task.exception()
