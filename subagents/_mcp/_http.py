@@ -20,10 +20,10 @@ else by ``--session``, else created on first use.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import hmac
 import json
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -40,6 +40,8 @@ from ._server import build_server
 
 MCP_PATH = "/mcp"
 SESSION_HEADER = "subagents-session"
+MCP_SESSION_ID = "mcp-session-id"
+MAX_BRIDGES = 1024
 LOOPBACK_ORIGIN_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
 
@@ -118,18 +120,21 @@ def _loopback_origin(origin: str) -> bool:
 def _bridges(
     service: HostService, session: str | None, profile: str | None
 ) -> Callable[[ServerRequestContext[Any, Any]], McpBridge]:
-    """One bridge per MCP session, named by its first request's ``Subagents-Session``."""
-    bridges: weakref.WeakKeyDictionary[Any, McpBridge] = weakref.WeakKeyDictionary()
+    """One bridge per MCP session (its ``Mcp-Session-Id``), its durable session named
+    by the ``Subagents-Session`` header of its first request. At most
+    :data:`MAX_BRIDGES` are kept (the oldest is forgotten; a named one comes back)."""
+    bridges: collections.OrderedDict[str, McpBridge] = collections.OrderedDict()
 
     def bridge_for(ctx: ServerRequestContext[Any, Any]) -> McpBridge:
-        found = bridges.get(ctx.session)
+        request = ctx.request
+        headers = getattr(request, "headers", None) or {}
+        key = headers.get(MCP_SESSION_ID) or ""
+        found = bridges.get(key)
         if found is None:
-            request = ctx.request
-            named = None
-            if request is not None and hasattr(request, "headers"):
-                named = request.headers.get(SESSION_HEADER)
-            found = McpBridge(service, session_id=named or session, profile=profile)
-            bridges[ctx.session] = found
+            named = headers.get(SESSION_HEADER) or session
+            found = bridges[key] = McpBridge(service, session_id=named, profile=profile)
+            while len(bridges) > MAX_BRIDGES:
+                bridges.popitem(last=False)
         return found
 
     return bridge_for

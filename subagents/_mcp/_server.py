@@ -17,7 +17,6 @@ without it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import weakref
 from collections.abc import Callable
@@ -89,7 +88,7 @@ class _Watches:
 
 def build_server(service: HostService, bridge_for: BridgeFactory) -> Server[Any]:
     """The SDK server over ``service``; ``bridge_for(ctx)`` is the request's MCP session."""
-    watches: weakref.WeakKeyDictionary[Any, _Watches] = weakref.WeakKeyDictionary()
+    watches: weakref.WeakKeyDictionary[McpBridge, _Watches] = weakref.WeakKeyDictionary()
 
     async def list_tools(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -180,18 +179,18 @@ def build_server(service: HostService, bridge_for: BridgeFactory) -> Server[Any]
                 f"no attempt resource {uri!r} in this session",
                 {"reason": "not_found", "uri": uri},
             )
-        session = ctx.session
-        found = watches.get(session)
+        found = watches.get(bridge)
         if found is None:
-            found = watches[session] = _Watches()
-            weakref.finalize(session, found.close)
-        found.start(uri, bridge, session.send_resource_updated)
+            found = watches[bridge] = _Watches()
+            weakref.finalize(bridge, found.close)
+        # Sent on the connection's standalone channel (not this request's).
+        found.start(uri, bridge, ctx.session.send_resource_updated)
         return types.EmptyResult()
 
     async def unsubscribe(
         ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams
     ) -> types.EmptyResult:
-        found = watches.get(ctx.session)
+        found = watches.get(bridge_for(ctx))
         if found is not None:
             found.stop(str(params.uri))
         return types.EmptyResult()
@@ -208,9 +207,3 @@ def build_server(service: HostService, bridge_for: BridgeFactory) -> Server[Any]
         on_subscribe_resource=subscribe,
         on_unsubscribe_resource=unsubscribe,
     )
-
-
-def close_quietly(task: asyncio.Task[Any]) -> None:
-    task.cancel()
-    with contextlib.suppress(BaseException):
-        task.exception()
