@@ -104,7 +104,7 @@ async def _serve(
             require_mcp("mcp.server.lowlevel")
         except McpNotInstalled as exc:
             await service.close()
-            raise CliError(exc.message, "pip install 'subagents[mcp]'") from None
+            raise CliError(exc.message, "pip install '.[mcp]' (from the clone)") from None
     try:
         await service.start()
     except BaseException:
@@ -249,7 +249,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve.add_argument(
         "--mcp",
         action="store_true",
-        help="speak MCP (stdio, or streamable HTTP at /mcp with --http); needs subagents[mcp]",
+        help="speak MCP (stdio, or streamable HTTP at /mcp with --http); needs the mcp extra",
     )
     serve.add_argument(
         "--session", metavar="ID", help="MCP: the durable session to use (default: a new one)"

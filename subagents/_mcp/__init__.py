@@ -25,6 +25,7 @@ def require_mcp(module: str = "mcp") -> ModuleType:
         return importlib.import_module(module)
     except ImportError as exc:
         raise McpNotInstalled(
-            "the MCP server and MCP toolsets need the mcp SDK: pip install 'subagents[mcp]'",
+            "the MCP server and MCP toolsets need the mcp SDK: install the mcp extra "
+            "(pip install '.[mcp]' from the clone)",
             module=module,
         ) from exc

@@ -5,7 +5,8 @@ a line over ``[host] max_request_bytes`` is discarded up to its newline) and
 frames are written by its ordered outbox, with file descriptor 1 re-pointed at
 stderr while serving. A line the SDK cannot take gets a typed JSON-RPC error
 and the server keeps serving: oversized ``-32003`` (``reason: too_large``),
-not JSON ``-32700``, JSON but not a JSON-RPC message ``-32600``. Unknown
+not JSON ``-32700``, JSON but not a JSON-RPC message ``-32600`` (also a request whose
+``id`` is ``null`` or not a string or integer, which the SDK would drop unanswered). Unknown
 methods and bad params are the SDK's own errors (``-32601``, ``-32602``).
 """
 
@@ -32,6 +33,22 @@ from .._host._stdio import _EOF, _Outbox, _Oversized, _reader
 def _error_frame(request_id: Any, code: int, message: str, reason: str) -> bytes:
     error = {"code": code, "message": message, "data": {"reason": reason}}
     return encode_frame({"jsonrpc": "2.0", "id": request_id, "error": error})
+
+
+INVALID = int(ErrorCode.INVALID_REQUEST)
+_BAD_ID = "invalid request: id must be a string or an integer"
+
+
+def _has_id(line: bytes) -> bool:
+    """Whether a frame the SDK read as a notification has an ``id`` (``null``, ``true``...):
+    a request with an unusable id, refused rather than silently dropped."""
+    if b'"id"' not in line:
+        return False
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(value, dict) and "id" in value
 
 
 def _refusal(line: bytes) -> bytes:
@@ -96,6 +113,9 @@ async def serve_mcp_stdio(
                     message = types.jsonrpc_message_adapter.validate_json(item, by_name=False)
                 except ValueError:
                     outbox.send(_refusal(item))
+                    continue
+                if isinstance(message, types.JSONRPCNotification) and _has_id(item):
+                    outbox.send(_error_frame(None, INVALID, _BAD_ID, "invalid_id"))
                     continue
                 await read_in.send(SessionMessage(message))
 
