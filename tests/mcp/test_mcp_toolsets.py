@@ -1,0 +1,145 @@
+"""MCP servers' tools inside agents: a real stdio MCP server (written with the mcp SDK)
+whose tools a parent calls and a delegated child inherits; a slow, a crashing and a
+failing server each give a typed tool error, never a hung run."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from subagents import (
+    AgentBuilder,
+    FunctionModel,
+    ModelMessage,
+    ModelRequest,
+    ModelRequestParameters,
+    ModelResponse,
+    RetryPromptPart,
+    SubagentConfig,
+    SubagentToolInheritancePolicy,
+    TestModel,
+    ToolReturnPart,
+)
+from subagents._agent._ids import ConversationId, RunId
+from subagents._agent._mcp_tools import McpServerConfig, McpServerTool, load_mcp_toolset
+from subagents._agent._tools import ToolContext
+from subagents._errors import McpToolError
+
+SERVER = str(Path(__file__).with_name("mcp_tiny_server.py"))
+TINY = McpServerConfig(command=sys.executable, args=[SERVER], timeout_seconds=20.0)
+
+
+def _returns(messages: Sequence[ModelMessage]) -> list[ToolReturnPart | RetryPromptPart]:
+    return [
+        part
+        for message in messages
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+        if isinstance(part, ToolReturnPart | RetryPromptPart)
+    ]
+
+
+@pytest.fixture(scope="module")
+def tiny_tools() -> list[McpServerTool]:
+    return load_mcp_toolset("tiny", TINY)
+
+
+def test_the_toolset_is_the_servers_tools_with_their_schemas(
+    tiny_tools: list[McpServerTool],
+) -> None:
+    assert [t.name for t in tiny_tools] == ["echo", "slow", "broken"]
+    echo = tiny_tools[0]
+    assert echo.parameters_schema["required"] == ["text"]
+    assert echo.metadata == {"kind": "mcp", "mcp_server": "tiny"}
+
+
+async def _child_model(
+    messages: Sequence[ModelMessage], params: ModelRequestParameters
+) -> ModelResponse | str:
+    returned = _returns(messages)
+    if not returned:
+        offered = [tool.name for tool in params.tools]
+        assert offered == ["echo"], offered  # inherited: required by the policy
+        return ModelResponse(parts=(TestModel.tool_call("echo", {"text": "child"}, "c"),))
+    content = returned[0].content
+    return f"child saw {content['result'] if isinstance(content, dict) else content}"
+
+
+async def test_a_parent_calls_the_mcp_tool_and_a_delegated_child_inherits_it(
+    tiny_tools: list[McpServerTool],
+) -> None:
+    child = AgentBuilder(FunctionModel(_child_model)).build()
+    config = SubagentConfig("helper", child, "Uses echo").with_tool_inheritance(
+        SubagentToolInheritancePolicy(["echo"], [])
+    )
+    parent = (
+        AgentBuilder(
+            TestModel.with_tool_calls(
+                [("echo", {"text": "hi"}), ("delegate", {"name": "helper", "prompt": "echo"})],
+                then="done",
+            )
+        )
+        .tools(tiny_tools)
+        .subagent(config)
+        .build()
+    )
+
+    result = await parent.run("go")
+
+    assert result.output == "done"
+    echoed, delegated = _returns(result.messages)
+    assert isinstance(echoed, ToolReturnPart) and echoed.content == {"result": "echo: hi"}
+    assert isinstance(delegated, ToolReturnPart)
+    assert delegated.content["output"] == "child saw echo: child"
+
+
+def _context() -> ToolContext:
+    return ToolContext(RunId(), ConversationId(), 0)
+
+
+async def test_a_slow_server_is_a_typed_timeout_not_a_hung_run(
+    tiny_tools: list[McpServerTool],
+) -> None:
+    listed = tiny_tools[1]
+    hurried = McpServerConfig(command=sys.executable, args=[SERVER], timeout_seconds=1.0)
+    slow = McpServerTool("tiny", hurried, _Listed(listed))
+    started = time.monotonic()
+    agent = (
+        AgentBuilder(TestModel.with_tool_calls([("slow", {"seconds": 60})], then="gave up"))
+        .tool(slow)
+        .build()
+    )
+    result = await agent.run("go")
+    assert result.output == "gave up"
+    (retry,) = _returns(result.messages)
+    assert isinstance(retry, RetryPromptPart) and "did not answer in time" in str(retry.content)
+    assert time.monotonic() - started < 15
+
+
+async def test_a_crashing_server_and_a_failing_tool_are_typed_tool_errors(
+    tiny_tools: list[McpServerTool],
+) -> None:
+    crashing = McpServerConfig(command=sys.executable, args=[SERVER, "crash"], timeout_seconds=10)
+    with pytest.raises(McpToolError) as refused:
+        load_mcp_toolset("gone", crashing)
+    assert refused.value.reason == "protocol" and refused.value.server == "gone"
+    echo = McpServerTool("gone", crashing, _Listed(tiny_tools[0]))
+    with pytest.raises(McpToolError) as unreachable:
+        await echo.call(_context(), {"text": "x"})
+    assert unreachable.value.reason == "protocol" and unreachable.value.tool == "echo"
+    with pytest.raises(McpToolError) as failed:
+        await tiny_tools[2].call(_context(), {})
+    assert failed.value.reason == "tool_error" and "broken" in failed.value.message
+
+
+class _Listed:
+    """A listed tool's name, description and schema (to rebind a tool to another config)."""
+
+    def __init__(self, tool: McpServerTool) -> None:
+        self.name = tool.name
+        self.description = tool.description
+        self.input_schema = tool.parameters_schema
