@@ -15,12 +15,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .._agent import Agent
+from .._agent._mcp_tools import load_mcp_toolset
 from .._agent._models import Model
+from .._agent._tools import Tool
 from .._builder import AgentBuilder
 from .._delegation._config import SubagentConfig, SubagentDelegationMode
 from .._delegation._inheritance import SubagentToolInheritancePolicy
 from .._delegation._projection import project_subagent_spec
-from .._errors import AgentSpecError
+from .._errors import AgentSpecError, McpNotInstalled, McpToolError, ToolSchemaError
 from .._specs._agent_spec import (
     AgentSpecRegistry,
     ModelProviderRegistry,
@@ -61,6 +63,21 @@ class AgentFactory:
         directory = config.subagents_dir()
         if directory is not None:
             self._load_markdown(directory)
+        self.mcp_tools = self._load_mcp_servers()
+
+    def _load_mcp_servers(self) -> dict[str, list[Tool]]:
+        """Each MCP server a profile names, asked for its tools once (bounded by its
+        timeout). One that cannot be reached gives no tools and a warning: the host
+        starts, and a subagent that requires one of its tools is refused by name."""
+        used = {name for profile in self.config.profiles.values() for name in profile.mcp_servers}
+        found: dict[str, list[Tool]] = {}
+        for name in sorted(used):
+            try:
+                found[name] = list(load_mcp_toolset(name, self.config.mcp_servers[name]))
+            except (McpToolError, McpNotInstalled, ToolSchemaError) as exc:
+                self.warnings.append(f"MCP server {name!r} gives no tools: {exc.message}")
+                found[name] = []
+        return found
 
     def _load_markdown(self, directory: Path) -> None:
         loaded = load_subagent_dir(directory)
@@ -97,6 +114,8 @@ class AgentFactory:
         builder.name(name)
         for text in profile.instruction_list():
             builder.instructions(text)
+        for server in profile.mcp_servers:
+            builder.tools(self.mcp_tools.get(server, []))
         return builder
 
     def _inherited_model(self) -> str | None:

@@ -1,9 +1,11 @@
 """MCP servers' tools inside agents: a real stdio MCP server (written with the mcp SDK)
-whose tools a parent calls and a delegated child inherits; a slow, a crashing and a
-failing server each give a typed tool error, never a hung run."""
+that a host profile names, whose tool the parent calls and a delegated child inherits
+(``required_tools``); a slow, a crashing and a failing server each give a typed tool
+error, never a hung run."""
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Sequence
@@ -14,20 +16,23 @@ import pytest
 from subagents import (
     AgentBuilder,
     FunctionModel,
+    HostConfigError,
     ModelMessage,
+    ModelProviderRegistry,
     ModelRequest,
     ModelRequestParameters,
     ModelResponse,
     RetryPromptPart,
-    SubagentConfig,
-    SubagentToolInheritancePolicy,
     TestModel,
     ToolReturnPart,
 )
 from subagents._agent._ids import ConversationId, RunId
 from subagents._agent._mcp_tools import McpServerConfig, McpServerTool, load_mcp_toolset
 from subagents._agent._tools import ToolContext
+from subagents._delegation._config import SubagentDelegationMode
 from subagents._errors import McpToolError
+from subagents._host import parse_host_config
+from subagents._host._agents import AgentFactory
 
 SERVER = str(Path(__file__).with_name("mcp_tiny_server.py"))
 TINY = McpServerConfig(command=sys.executable, args=[SERVER], timeout_seconds=20.0)
@@ -67,34 +72,6 @@ async def _child_model(
         return ModelResponse(parts=(TestModel.tool_call("echo", {"text": "child"}, "c"),))
     content = returned[0].content
     return f"child saw {content['result'] if isinstance(content, dict) else content}"
-
-
-async def test_a_parent_calls_the_mcp_tool_and_a_delegated_child_inherits_it(
-    tiny_tools: list[McpServerTool],
-) -> None:
-    child = AgentBuilder(FunctionModel(_child_model)).build()
-    config = SubagentConfig("helper", child, "Uses echo").with_tool_inheritance(
-        SubagentToolInheritancePolicy(["echo"], [])
-    )
-    parent = (
-        AgentBuilder(
-            TestModel.with_tool_calls(
-                [("echo", {"text": "hi"}), ("delegate", {"name": "helper", "prompt": "echo"})],
-                then="done",
-            )
-        )
-        .tools(tiny_tools)
-        .subagent(config)
-        .build()
-    )
-
-    result = await parent.run("go")
-
-    assert result.output == "done"
-    echoed, delegated = _returns(result.messages)
-    assert isinstance(echoed, ToolReturnPart) and echoed.content == {"result": "echo: hi"}
-    assert isinstance(delegated, ToolReturnPart)
-    assert delegated.content["output"] == "child saw echo: child"
 
 
 def _context() -> ToolContext:
@@ -143,3 +120,66 @@ class _Listed:
         self.name = tool.name
         self.description = tool.description
         self.input_schema = tool.parameters_schema
+
+
+HOST_TOML = f"""
+[profiles.default]
+model_id = "parent:x"
+subagents = ["helper"]
+mcp_servers = ["tiny", "gone"]
+
+[profiles.helper]
+model_id = "child:x"
+
+[subagents.helper]
+profile = "helper"
+description = "Uses echo"
+required_tools = ["echo"]
+
+[mcp_servers.tiny]
+command = {json.dumps(sys.executable)}
+args = [{json.dumps(SERVER)}]
+tools = ["echo"]
+timeout_seconds = 20.0
+
+[mcp_servers.gone]
+command = {json.dumps(sys.executable)}
+args = [{json.dumps(SERVER)}, "crash"]
+"""
+
+
+def _providers() -> ModelProviderRegistry:
+    calls = [("echo", {"text": "hi"}), ("delegate", {"name": "helper", "prompt": "echo"})]
+    return ModelProviderRegistry(
+        {
+            "parent": lambda name, settings: TestModel.with_tool_calls(calls, then="done"),
+            "child": lambda name, settings: FunctionModel(_child_model),
+        }
+    )
+
+
+async def test_a_host_profile_names_mcp_servers_and_its_subagent_inherits_their_tools() -> None:
+    providers = _providers()
+    factory = AgentFactory(parse_host_config(HOST_TOML, providers=providers), providers)
+    (warning,) = factory.warnings  # the crashing server gives no tools, the host starts
+    assert "'gone'" in warning
+    agent, _mode = factory.build("default", SubagentDelegationMode.BLOCKING)
+    assert "echo" in agent.tools().names() and "slow" not in agent.tools().names()
+
+    result = await agent.run("go")
+
+    echoed, delegated = _returns(result.messages)
+    assert isinstance(echoed, ToolReturnPart) and echoed.content == {"result": "echo: hi"}
+    assert isinstance(delegated, ToolReturnPart)
+    assert delegated.content["output"] == "child saw echo: child"
+
+
+def test_a_profile_naming_an_unknown_mcp_server_is_a_config_error() -> None:
+    text = '[profiles.default]\nmodel_id = "test:echo"\nmcp_servers = ["nope"]\n'
+    with pytest.raises(HostConfigError) as raised:
+        parse_host_config(text)
+    assert raised.value.key == "profiles.default.mcp_servers[0]"
+    both = '[profiles.default]\nmodel_id = "test:echo"\n[mcp_servers.x]\ncommand = "a"\nurl = "b"\n'
+    with pytest.raises(HostConfigError) as twice:
+        parse_host_config(both)
+    assert twice.value.key == "mcp_servers.x"
