@@ -39,6 +39,8 @@ from ._schema import compile_schema
 from ._tools import Tool, ToolContext, ToolResult
 
 DEFAULT_TIMEOUT = 30.0
+CONNECTION_CLOSED = -32000
+"""The SDK's code for a connection that closed under a request (the server died)."""
 
 
 class McpServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -97,8 +99,11 @@ async def _session(config: McpServerConfig) -> AsyncIterator[Any]:
 
 def _failure(server: str, tool: str | None, exc: BaseException) -> McpToolError:
     where = f"MCP server {server!r}" + (f" (tool {tool!r})" if tool else "")
+    closed = type(exc).__name__ == "MCPError" and getattr(exc, "code", None) == CONNECTION_CLOSED
     if isinstance(exc, TimeoutError):
         reason, text = "timeout", "did not answer in time"
+    elif closed:
+        reason, text = "unreachable", "closed the connection (did it start?)"
     elif type(exc).__name__ == "MCPError":
         reason, text = "protocol", f"refused the request: {getattr(exc, 'message', exc)}"
     else:

@@ -103,11 +103,11 @@ async def test_a_crashing_server_and_a_failing_tool_are_typed_tool_errors(
     crashing = McpServerConfig(command=sys.executable, args=[SERVER, "crash"], timeout_seconds=10)
     with pytest.raises(McpToolError) as refused:
         load_mcp_toolset("gone", crashing)
-    assert refused.value.reason == "protocol" and refused.value.server == "gone"
+    assert refused.value.reason == "unreachable" and refused.value.server == "gone"
     echo = McpServerTool("gone", crashing, _Listed(tiny_tools[0]))
     with pytest.raises(McpToolError) as unreachable:
         await echo.call(_context(), {"text": "x"})
-    assert unreachable.value.reason == "protocol" and unreachable.value.tool == "echo"
+    assert unreachable.value.reason == "unreachable" and unreachable.value.tool == "echo"
     with pytest.raises(McpToolError) as failed:
         await tiny_tools[2].call(_context(), {})
     assert failed.value.reason == "tool_error" and "broken" in failed.value.message
