@@ -17,6 +17,7 @@ import os
 import secrets
 import signal
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -144,16 +145,13 @@ async def _serve(
 
     try:
         if mcp is not None:
-            from .._mcp._http import serve_mcp_http  # noqa: PLC0415 (the mcp extra)
-
-            await serve_mcp_http(
+            await _mcp_http(
                 service,
                 token,
                 port=port,
                 bind=bind,
                 operator_token=bool(operator_token),
-                session=mcp.session,
-                profile=mcp.profile,
+                mcp=mcp,
                 ready=ready,
             )
             return
@@ -182,6 +180,30 @@ async def _mcp_stdio(service: HostService, mcp: McpOptions) -> None:
 
     bridge = McpBridge(service, session_id=mcp.session, profile=mcp.profile)
     await serve_mcp_stdio(service, build_server(service, lambda ctx: bridge))
+
+
+async def _mcp_http(
+    service: HostService,
+    token: str,
+    *,
+    port: int,
+    bind: str,
+    operator_token: bool,
+    mcp: McpOptions,
+    ready: Callable[[str], None],
+) -> None:
+    from .._mcp._http import serve_mcp_http  # noqa: PLC0415 (the mcp extra)
+
+    await serve_mcp_http(
+        service,
+        token,
+        port=port,
+        bind=bind,
+        operator_token=operator_token,
+        session=mcp.session,
+        profile=mcp.profile,
+        ready=ready,
+    )
 
 
 def _write_token(

@@ -86,25 +86,27 @@ class _Watches:
             self.stop(uri)
 
 
-def build_server(service: HostService, bridge_for: BridgeFactory) -> Server[Any]:
-    """The SDK server over ``service``; ``bridge_for(ctx)`` is the request's MCP session."""
-    watches: weakref.WeakKeyDictionary[McpBridge, _Watches] = weakref.WeakKeyDictionary()
+class _Handlers:
+    """The SDK handlers over one service; ``bridge_for(ctx)`` is the request's MCP session."""
+
+    def __init__(self, bridge_for: BridgeFactory) -> None:
+        self.bridge_for = bridge_for
+        self.watches: weakref.WeakKeyDictionary[McpBridge, _Watches] = weakref.WeakKeyDictionary()
 
     async def list_tools(
-        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        bridge = bridge_for(ctx)
         return types.ListToolsResult(
             tools=[
                 types.Tool(name=t.name, description=t.description, input_schema=t.schema)
-                for t in bridge.tools()
+                for t in self.bridge_for(ctx).tools()
             ]
         )
 
     async def call_tool(
-        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        bridge = bridge_for(ctx)
+        bridge = self.bridge_for(ctx)
         if not bridge.has_tool(params.name):
             raise MCPError(
                 types.INVALID_PARAMS,
@@ -120,9 +122,9 @@ def build_server(service: HostService, bridge_for: BridgeFactory) -> Server[Any]
         )
 
     async def list_resources(
-        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        records = await bridge_for(ctx).attempts()
+        records = await self.bridge_for(ctx).attempts()
         return types.ListResourcesResult(
             resources=[
                 types.Resource(
@@ -136,7 +138,7 @@ def build_server(service: HostService, bridge_for: BridgeFactory) -> Server[Any]
         )
 
     async def list_templates(
-        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
         return types.ListResourceTemplatesResult(
             resource_templates=[
@@ -150,60 +152,61 @@ def build_server(service: HostService, bridge_for: BridgeFactory) -> Server[Any]
         )
 
     async def read_resource(
-        ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+        self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
         uri = str(params.uri)
-        value = await bridge_for(ctx).read_attempt(uri)
+        value = await self.bridge_for(ctx).read_attempt(uri)
         if value is None:
-            raise MCPError(
-                RESOURCE_NOT_FOUND,
-                f"no attempt resource {uri!r} in this session",
-                {"reason": "not_found", "uri": uri},
-            )
+            raise _no_resource(uri)
+        text = encode(value)
         return types.ReadResourceResult(
-            contents=[
-                types.TextResourceContents(
-                    uri=uri, mime_type="application/json", text=encode(value)
-                )
-            ]
+            contents=[types.TextResourceContents(uri=uri, mime_type="application/json", text=text)]
         )
 
     async def subscribe(
-        ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams
+        self, ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams
     ) -> types.EmptyResult:
         uri = str(params.uri)
-        bridge = bridge_for(ctx)
+        bridge = self.bridge_for(ctx)
         if await bridge.read_attempt(uri) is None:
-            raise MCPError(
-                RESOURCE_NOT_FOUND,
-                f"no attempt resource {uri!r} in this session",
-                {"reason": "not_found", "uri": uri},
-            )
-        found = watches.get(bridge)
+            raise _no_resource(uri)
+        found = self.watches.get(bridge)
         if found is None:
-            found = watches[bridge] = _Watches()
+            found = self.watches[bridge] = _Watches()
             weakref.finalize(bridge, found.close)
         # Sent on the connection's standalone channel (not this request's).
         found.start(uri, bridge, ctx.session.send_resource_updated)
         return types.EmptyResult()
 
     async def unsubscribe(
-        ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams
+        self, ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams
     ) -> types.EmptyResult:
-        found = watches.get(bridge_for(ctx))
+        found = self.watches.get(self.bridge_for(ctx))
         if found is not None:
             found.stop(str(params.uri))
         return types.EmptyResult()
 
+
+def _no_resource(uri: str) -> MCPError:
+    return MCPError(
+        RESOURCE_NOT_FOUND,
+        f"no attempt resource {uri!r} in this session",
+        {"reason": "not_found", "uri": uri},
+    )
+
+
+def build_server(service: HostService, bridge_for: BridgeFactory) -> Server[Any]:
+    """The SDK server over ``service``; ``bridge_for(ctx)`` is the request's MCP session."""
+    handlers = _Handlers(bridge_for)
     return Server(
         SERVER_NAME,
         version=SERVER_VERSION,
         instructions=INSTRUCTIONS,
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
-        on_list_resources=list_resources,
-        on_list_resource_templates=list_templates,
-        on_read_resource=read_resource,
-        on_subscribe_resource=subscribe,
-        on_unsubscribe_resource=unsubscribe,
+        on_list_tools=handlers.list_tools,
+        on_call_tool=handlers.call_tool,
+        on_list_resources=handlers.list_resources,
+        on_list_resource_templates=handlers.list_templates,
+        on_read_resource=handlers.read_resource,
+        on_subscribe_resource=handlers.subscribe,
+        on_unsubscribe_resource=handlers.unsubscribe,
     )

@@ -68,6 +68,23 @@ def _refusal(line: bytes) -> bytes:
     )
 
 
+def _admit(item: Any, limit: int, outbox: _Outbox) -> Any:
+    """The message a line holds, or ``None`` once its typed refusal is queued."""
+    if isinstance(item, _Oversized):
+        error = too_large(item.size, limit).to_wire()
+        outbox.send(encode_frame({"jsonrpc": "2.0", "id": None, "error": error}))
+        return None
+    try:
+        message = types.jsonrpc_message_adapter.validate_json(item, by_name=False)
+    except ValueError:
+        outbox.send(_refusal(item))
+        return None
+    if isinstance(message, types.JSONRPCNotification) and _has_id(item):
+        outbox.send(_error_frame(None, INVALID, _BAD_ID, "invalid_id"))
+        return None
+    return message
+
+
 async def serve_mcp_stdio(
     service: HostService,
     server: Server[Any],
@@ -105,19 +122,9 @@ async def serve_mcp_stdio(
     async def pump_in() -> None:
         async with read_in:
             while (item := await lines.get()) is not _EOF:
-                if isinstance(item, _Oversized):
-                    error = too_large(item.size, limit).to_wire()
-                    outbox.send(encode_frame({"jsonrpc": "2.0", "id": None, "error": error}))
-                    continue
-                try:
-                    message = types.jsonrpc_message_adapter.validate_json(item, by_name=False)
-                except ValueError:
-                    outbox.send(_refusal(item))
-                    continue
-                if isinstance(message, types.JSONRPCNotification) and _has_id(item):
-                    outbox.send(_error_frame(None, INVALID, _BAD_ID, "invalid_id"))
-                    continue
-                await read_in.send(SessionMessage(message))
+                message = _admit(item, limit, outbox)
+                if message is not None:
+                    await read_in.send(SessionMessage(message))
 
     async def pump_out() -> None:
         async with write_out:
