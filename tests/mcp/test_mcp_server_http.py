@@ -151,5 +151,8 @@ async def test_sigkill_and_restart_mid_attempt_over_http(tmp_path: Path) -> None
             assert (waited["status"], waited["delivery_status"]) == ("failed", "delivered")
             again = await call(session, "wait_subagent", attempt)
             assert again["owned_elsewhere"] is True and again["error"] is None
+        async with http_session(second, durable="other") as session:
+            foreign = await call(session, "wait_subagent", attempt)
+            assert foreign["status"] == "not_found"  # another session's attempt
     finally:
         second.stop()

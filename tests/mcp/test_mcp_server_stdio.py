@@ -15,6 +15,7 @@ import signal
 from pathlib import Path
 
 import anyio
+from mcp import ClientSession
 from mcp_helpers import DEADLINE, Updates, call, read_attempt, stdio_session, subscribe
 from mcp_host import BIG_OUTPUT
 
@@ -57,28 +58,29 @@ async def test_initialize_list_delegate_and_wait_once(tmp_path: Path) -> None:
         assert again["owned_elsewhere"] is True and again["result"] is None
         info = await call(session, "subagent_info", {})
         assert info["background"] == {"active": [], "retained": []}
+        await _refusals(session)
 
 
-async def test_unknown_fields_and_invented_ids_are_refused(tmp_path: Path) -> None:
-    async with stdio_session(tmp_path) as session:
-        extra = await session.call_tool(
-            "delegate", {"subagent_name": "research", "prompt": "go", "bogus": 1}
-        )
-        assert extra.is_error
-        assert extra.structured_content["error"]["type"] == "ToolArgumentError"
-        assert extra.structured_content["error"]["path"] == "$.bogus"
-        nobody = await session.call_tool("delegate", {"subagent_name": "ghost", "prompt": "go"})
-        assert nobody.structured_content["error"]["error_kind"] == "NotFound"
-        steer = await session.call_tool("steer_subagent", {"attempt_id": "made-up", "message": "x"})
-        assert steer.is_error and steer.structured_content["error"]["error_kind"] == "NotFound"
-        agent = await session.call_tool(
-            "delegate", {"subagent_name": "research", "prompt": "go", "agent_id": "made-up"}
-        )
-        assert agent.structured_content["error"]["error_kind"] == "NotFound"
-        waited = await call(session, "wait_subagent", {"attempt_id": "made-up"})
-        assert waited["status"] == "not_found"
-        # The server kept serving.
-        assert len((await session.list_tools()).tools) == len(TOOLS)
+async def _refusals(session: ClientSession) -> None:
+    """Unknown fields and invented ids get typed tool errors; the server keeps serving."""
+    extra = await session.call_tool(
+        "delegate", {"subagent_name": "research", "prompt": "go", "bogus": 1}
+    )
+    assert extra.is_error
+    assert extra.structured_content["error"]["type"] == "ToolArgumentError"
+    assert extra.structured_content["error"]["path"] == "$.bogus"
+    nobody = await session.call_tool("delegate", {"subagent_name": "ghost", "prompt": "go"})
+    assert nobody.structured_content["error"]["error_kind"] == "NotFound"
+    steer = await session.call_tool("steer_subagent", {"attempt_id": "made-up", "message": "x"})
+    assert steer.is_error and steer.structured_content["error"]["error_kind"] == "NotFound"
+    agent = await session.call_tool(
+        "delegate", {"subagent_name": "research", "prompt": "go", "agent_id": "made-up"}
+    )
+    assert agent.structured_content["error"]["error_kind"] == "NotFound"
+    waited = await call(session, "wait_subagent", {"attempt_id": "made-up"})
+    assert waited["status"] == "not_found"
+    # The server kept serving.
+    assert len((await session.list_tools()).tools) == len(TOOLS)
 
 
 async def test_resource_update_notification_and_read(tmp_path: Path) -> None:
@@ -104,10 +106,7 @@ async def test_resource_update_notification_and_read(tmp_path: Path) -> None:
         # Reading never delivers: the wait still gets the result, once.
         waited = await call(session, "wait_subagent", {"attempt_id": accepted["attempt_id"]})
         assert waited["result"] == "released"
-
-
-async def test_an_oversized_result_is_read_from_its_artifact(tmp_path: Path) -> None:
-    async with stdio_session(tmp_path) as session:
+        # An oversized result is read from its artifact, with preview, digest and size.
         accepted = await call(session, "delegate", {"subagent_name": "big", "prompt": "all"})
         waited = await call(session, "wait_subagent", {"attempt_id": accepted["attempt_id"]})
         assert waited["status"] == "completed"
@@ -123,41 +122,23 @@ def _kill(workdir: Path) -> None:
     os.kill(int((workdir / "pid").read_text()), signal.SIGKILL)
 
 
-async def _delegate_then_kill(workdir: Path, release_first: bool) -> str:
-    async with stdio_session(workdir, "--session", "ide") as session:
-        accepted = await call(session, "delegate", {"subagent_name": "slow", "prompt": "wait"})
-        attempt_id: str = accepted["attempt_id"]
-        if release_first:  # the attempt ends durably, undelivered, before the kill
-            (workdir / "release").touch()
-            with anyio.fail_after(DEADLINE):
-                while not (await read_attempt(session, attempt_id))["terminal"]:
-                    await anyio.sleep(0.05)  # a bounded probe of the resource
-        _kill(workdir)
-    return attempt_id
-
-
-async def test_sigkill_mid_attempt_then_wait_returns_the_reconciled_outcome_once(
+async def test_sigkill_and_restart_then_wait_returns_each_outcome_exactly_once(
     tmp_path: Path,
 ) -> None:
-    attempt_id = await _delegate_then_kill(tmp_path, release_first=False)
     async with stdio_session(tmp_path, "--session", "ide") as session:
-        waited = await call(session, "wait_subagent", {"attempt_id": attempt_id})
-        assert waited["status"] == "failed" and waited["delivery_status"] == "delivered"
-        assert waited["timed_out"] is False and waited["owned_elsewhere"] is False
-        again = await call(session, "wait_subagent", {"attempt_id": attempt_id})
-        assert again["owned_elsewhere"] is True and again["delivery_status"] == "delivered"
-        assert again["result"] is None and again["error"] is None
-
-
-async def test_sigkill_after_the_attempt_ended_then_wait_returns_its_result_once(
-    tmp_path: Path,
-) -> None:
-    attempt_id = await _delegate_then_kill(tmp_path, release_first=True)
+        done = await call(session, "delegate", {"subagent_name": "research", "prompt": "go"})
+        with anyio.fail_after(DEADLINE):  # ended durably, undelivered, before the kill
+            while not (await read_attempt(session, done["attempt_id"]))["terminal"]:
+                await anyio.sleep(0.05)  # a bounded probe of the resource
+        running = await call(session, "delegate", {"subagent_name": "slow", "prompt": "wait"})
+        _kill(tmp_path)  # mid-attempt: the slow child is never released
     async with stdio_session(tmp_path, "--session", "ide") as session:
-        waited = await call(session, "wait_subagent", {"attempt_id": attempt_id})
-        assert (waited["status"], waited["result"]) == ("completed", "released")
-        again = await call(session, "wait_subagent", {"attempt_id": attempt_id})
-        assert again["owned_elsewhere"] is True and again["result"] is None
-    async with stdio_session(tmp_path, "--session", "other") as session:
-        foreign = await call(session, "wait_subagent", {"attempt_id": attempt_id})
-        assert foreign["status"] == "not_found"  # another session's attempt
+        completed = await call(session, "wait_subagent", {"attempt_id": done["attempt_id"]})
+        assert (completed["status"], completed["result"]) == ("completed", "three facts")
+        lost = await call(session, "wait_subagent", {"attempt_id": running["attempt_id"]})
+        assert lost["status"] == "failed" and lost["delivery_status"] == "delivered"
+        assert lost["timed_out"] is False and lost["owned_elsewhere"] is False
+        for attempt in (done, running):
+            again = await call(session, "wait_subagent", {"attempt_id": attempt["attempt_id"]})
+            assert again["owned_elsewhere"] is True and again["delivery_status"] == "delivered"
+            assert again["result"] is None and again["error"] is None
