@@ -59,6 +59,12 @@ async def test_initialize_list_delegate_and_wait_once(tmp_path: Path) -> None:
         info = await call(session, "subagent_info", {})
         assert info["background"] == {"active": [], "retained": []}
         await _refusals(session)
+        slow = await call(session, "delegate", {"subagent_name": "slow", "prompt": "wait"})
+        attempt = {"attempt_id": slow["attempt_id"]}
+        cancelled = await call(session, "cancel_subagent", {**attempt, "reason": "not needed"})
+        assert cancelled["status"] == "cancellation_requested"
+        waited = await call(session, "wait_subagent", attempt)
+        assert (waited["status"], waited["cancellation_reason"]) == ("cancelled", "not needed")
 
 
 async def _refusals(session: ClientSession) -> None:
