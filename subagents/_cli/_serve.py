@@ -239,6 +239,9 @@ def run(args: argparse.Namespace) -> int:
     if (args.session or args.profile) and not args.mcp:
         raise CliError("--session and --profile are MCP options", "add --mcp")
     config = host_config(args.config)
+    if args.profile is not None and args.profile not in config.profiles:
+        known = ", ".join(sorted(config.profiles))
+        raise CliError(f"unknown profile {args.profile!r}", f"pass --profile with one of: {known}")
     url = _store_url(args, config)
     if url is not None and url_password(url):
         for handler in logging.getLogger().handlers:

@@ -46,9 +46,16 @@ def test_without_the_sdk_serve_mcp_names_the_extra() -> None:
     assert "mcp extra" in proc.stderr and "pip install '.[mcp]'" in proc.stderr
 
 
-@pytest.mark.parametrize("args", [["serve", "--session", "x", "--memory"], ["serve", "--memory"]])
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["serve", "--session", "x", "--memory"], "--mcp"),
+        (["serve", "--memory"], "--mcp"),
+        (["serve", "--mcp", "--profile", "nope", "--memory"], "unknown profile 'nope'"),
+    ],
+)
 def test_the_mcp_flags_need_mcp_and_serve_needs_a_transport(
-    args: list[str], capsys: pytest.CaptureFixture[str]
+    args: list[str], says: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(args) == 2
-    assert "--mcp" in capsys.readouterr().err
+    assert says in capsys.readouterr().err
