@@ -11,7 +11,7 @@ caller's choice: the RPC host asks for the async-only topology, one-shot
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .._agent import Agent
@@ -122,11 +122,28 @@ class AgentFactory:
         default = self.config.profiles.get(self.config.host.default_profile)
         return default.model_id if default is not None else None
 
-    def child_agent(self, name: str) -> Agent:
-        """The executable child behind subagent ``name`` (never with nested subagents)."""
+    def profile_mcp_tools(self, profile_name: str) -> list[Tool]:
+        """The MCP servers' tools a profile names (what its children may inherit)."""
+        profile = self.config.profiles.get(profile_name)
+        servers = profile.mcp_servers if profile is not None else []
+        return [tool for server in servers for tool in self.mcp_tools.get(server, [])]
+
+    def child_agent(self, name: str, parent_mcp_tools: Sequence[Tool] = ()) -> Agent:
+        """The executable child behind subagent ``name`` (never with nested subagents).
+
+        ``parent_mcp_tools`` are the delegating parent's MCP tools: the child gets
+        those its ``required_tools`` / ``optional_tools`` name (besides its own
+        profile's), as a blocking child gets them through its inheritance policy.
+        """
         entry = self.config.subagents.get(name)
         if entry is not None:
-            return self._builder(name, self.config.profiles[entry.profile]).build()
+            builder = self._builder(name, self.config.profiles[entry.profile])
+            wanted = {*entry.required_tools, *entry.optional_tools}
+            own = {tool.name for tool in self.profile_mcp_tools(entry.profile)}
+            builder.tools(
+                tool for tool in parent_mcp_tools if tool.name in wanted and tool.name not in own
+            )
+            return builder.build()
         spec = self.markdown.get(name)
         if spec is None:
             raise UnknownSubagent(

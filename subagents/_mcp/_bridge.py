@@ -47,7 +47,7 @@ from .._errors import ToolError
 from .._host import HostService
 from .._host._jsonrpc import Connection, RpcError
 from .._host._methods import EmptyParams, SessionCreateParams
-from .._host._service import MCP_SESSION_KEY
+from .._host._service import MCP_SESSION_KEY, PARENT_PROFILE_KEY
 
 RESOURCE_PREFIX = "subagents://attempt/"
 PREVIEW_BYTES = 4096
@@ -254,6 +254,7 @@ class McpBridge:
             args.linked_task_id,
             parent_run_id=f"mcp_{session_id}",
             profile=self.profile,
+            metadata={PARENT_PROFILE_KEY: self.profile},  # its MCP tools are inherited
         )
         value: dict[str, Any] = accepted.to_value()
         value["resource"] = attempt_uri(accepted.attempt_id)

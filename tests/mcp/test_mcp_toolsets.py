@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from storage import MemorySessionStore
 from subagents import (
     AgentBuilder,
     FunctionModel,
@@ -31,8 +32,10 @@ from subagents._agent._mcp_tools import McpServerConfig, McpServerTool, load_mcp
 from subagents._agent._tools import ToolContext
 from subagents._delegation._config import SubagentDelegationMode
 from subagents._errors import McpToolError
-from subagents._host import parse_host_config
+from subagents._host import HostService, parse_host_config
 from subagents._host._agents import AgentFactory
+from subagents._host._eventlog import MemoryEventLog
+from subagents._mcp import McpBridge
 
 SERVER = str(Path(__file__).with_name("mcp_tiny_server.py"))
 TINY = McpServerConfig(command=sys.executable, args=[SERVER], timeout_seconds=20.0)
@@ -183,3 +186,24 @@ def test_a_profile_naming_an_unknown_mcp_server_is_a_config_error() -> None:
     with pytest.raises(HostConfigError) as twice:
         parse_host_config(both)
     assert twice.value.key == "mcp_servers.x"
+
+
+async def test_a_background_child_an_mcp_client_delegates_inherits_the_profiles_mcp_tool() -> None:
+    providers = _providers()
+    store = MemorySessionStore()
+    service = HostService(
+        parse_host_config(HOST_TOML, providers=providers),
+        store=store,
+        events=MemoryEventLog(),
+        providers=providers,
+        tick_seconds=0.05,
+        closers=[store.close],
+    )
+    await service.start()
+    try:
+        bridge = McpBridge(service, session_id="ide")
+        accepted = await bridge.call("delegate", {"subagent_name": "helper", "prompt": "echo"})
+        waited = await bridge.call("wait_subagent", {"attempt_id": accepted["attempt_id"]})
+    finally:
+        await service.close()
+    assert (waited["status"], waited["result"]) == ("completed", "child saw echo: child")
