@@ -4,8 +4,8 @@
 one :class:`~._bridge.McpBridge` per MCP session (stdio: the one connection;
 streamable HTTP: one per ``Mcp-Session-Id``). Tools: the six of the bridge;
 resources: ``subagents://attempt/<id>`` (listed, read, and on
-``resources/subscribe`` a ``notifications/resources/updated`` once the attempt
-ends). A tool refusal is a tool result with ``isError`` and the typed error in
+``resources/subscribe``, or a 2026-07-28 ``subscriptions/listen`` naming it, a
+``notifications/resources/updated`` once the attempt ends). A tool refusal is a tool result with ``isError`` and the typed error in
 ``structuredContent.error`` (``error_kind``, ``tool``, ``path``...); an unknown
 tool, an unknown resource or bad params are JSON-RPC errors.
 
@@ -25,6 +25,7 @@ from typing import Any
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourceUpdated
 from mcp.shared.exceptions import MCPError
 
 from .._errors import ToolError
@@ -62,9 +63,13 @@ class _Watches:
     def __init__(self) -> None:
         self.tasks: dict[str, asyncio.Task[None]] = {}
 
-    def start(self, uri: str, bridge: McpBridge, notify: Callable[[str], Any]) -> None:
-        if uri in self.tasks and not self.tasks[uri].done():
+    def start(
+        self, key: str, bridge: McpBridge, notify: Callable[[str], Any], uri: str | None = None
+    ) -> None:
+        """Watch ``uri`` (default: ``key``) until its attempt ends, then ``notify(uri)``."""
+        if key in self.tasks and not self.tasks[key].done():
             return
+        uri = key if uri is None else uri
         attempt_id = uri[len(RESOURCE_PREFIX) :]
 
         async def watch() -> None:
@@ -74,16 +79,16 @@ class _Watches:
 
         task = asyncio.get_running_loop().create_task(watch())
         task.add_done_callback(lambda t: None if t.cancelled() else t.exception())
-        self.tasks[uri] = task
+        self.tasks[key] = task
 
-    def stop(self, uri: str) -> None:
-        task = self.tasks.pop(uri, None)
+    def stop(self, key: str) -> None:
+        task = self.tasks.pop(key, None)
         if task is not None:
             task.cancel()
 
     def close(self) -> None:
-        for uri in list(self.tasks):
-            self.stop(uri)
+        for key in list(self.tasks):
+            self.stop(key)
 
 
 class _Handlers:
@@ -92,6 +97,33 @@ class _Handlers:
     def __init__(self, bridge_for: BridgeFactory) -> None:
         self.bridge_for = bridge_for
         self.watches: weakref.WeakKeyDictionary[McpBridge, _Watches] = weakref.WeakKeyDictionary()
+        # 2026-07-28 clients: ``subscriptions/listen`` streams fed from this bus.
+        self.bus = InMemorySubscriptionBus()
+        self.listener = ListenHandler(self.bus)
+
+    def _watches(self, bridge: McpBridge) -> _Watches:
+        found = self.watches.get(bridge)
+        if found is None:
+            found = self.watches[bridge] = _Watches()
+            weakref.finalize(bridge, found.close)
+        return found
+
+    async def _publish(self, uri: str) -> None:
+        await self.bus.publish(ResourceUpdated(uri=uri))
+
+    async def listen(
+        self, ctx: ServerRequestContext[Any, Any], params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        """``subscriptions/listen``: the SDK's stream; each attempt resource it names is
+        watched, and its end published as ``ResourceUpdated`` (other uris never fire)."""
+        bridge = self.bridge_for(ctx)
+        watches = self._watches(bridge)
+        for uri in params.notifications.resource_subscriptions or ():
+            if await bridge.read_attempt(uri) is not None:
+                # Started before the handler subscribes to the bus; they first run
+                # after it did (it subscribes before its first await).
+                watches.start(f"listen:{uri}", bridge, self._publish, uri=uri)
+        return await self.listener(ctx, params)
 
     async def list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -170,12 +202,8 @@ class _Handlers:
         bridge = self.bridge_for(ctx)
         if await bridge.read_attempt(uri) is None:
             raise _no_resource(uri)
-        found = self.watches.get(bridge)
-        if found is None:
-            found = self.watches[bridge] = _Watches()
-            weakref.finalize(bridge, found.close)
         # Sent on the connection's standalone channel (not this request's).
-        found.start(uri, bridge, ctx.session.send_resource_updated)
+        self._watches(bridge).start(uri, bridge, ctx.session.send_resource_updated)
         return types.EmptyResult()
 
     async def unsubscribe(
@@ -209,4 +237,5 @@ def build_server(service: HostService, bridge_for: BridgeFactory) -> Server[Any]
         on_read_resource=handlers.read_resource,
         on_subscribe_resource=handlers.subscribe,
         on_unsubscribe_resource=handlers.unsubscribe,
+        on_subscriptions_listen=handlers.listen,
     )

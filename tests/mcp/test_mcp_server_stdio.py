@@ -12,11 +12,23 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from pathlib import Path
 
 import anyio
-from mcp import ClientSession
-from mcp_helpers import DEADLINE, Updates, call, read_attempt, stdio_session, subscribe
+from mcp import Client, ClientSession, StdioServerParameters
+from mcp.shared.subscriptions import ResourceUpdated
+from mcp_helpers import (
+    DEADLINE,
+    REPO,
+    Updates,
+    call,
+    env,
+    read_attempt,
+    serve_args,
+    stdio_session,
+    subscribe,
+)
 from mcp_host import BIG_OUTPUT
 
 from subagents._agent._tools import struct_schema
@@ -148,3 +160,26 @@ async def test_sigkill_and_restart_then_wait_returns_each_outcome_exactly_once(
             again = await call(session, "wait_subagent", {"attempt_id": attempt["attempt_id"]})
             assert again["owned_elsewhere"] is True and again["delivery_status"] == "delivered"
             assert again["result"] is None and again["error"] is None
+
+
+async def test_a_2026_client_listens_for_the_attempts_end(tmp_path: Path) -> None:
+    """The SDK's ``Client`` speaks the 2026-07-28 era: ``subscriptions/listen``."""
+    params = StdioServerParameters(
+        command=sys.executable, args=serve_args(tmp_path), env=env(tmp_path), cwd=REPO
+    )
+    async with Client(params, read_timeout_seconds=DEADLINE) as client:
+        assert client.protocol_version == "2026-07-28"
+        accepted = (
+            await client.call_tool("delegate", {"subagent_name": "slow", "prompt": "wait"})
+        ).structured_content
+        assert accepted is not None
+        uri = accepted["resource"]
+        async with client.listen(resource_subscriptions=[uri]) as events:
+            assert events.honored.resource_subscriptions == [uri]
+            (tmp_path / "release").touch()
+            with anyio.fail_after(DEADLINE):
+                event = await anext(aiter(events))
+        assert isinstance(event, ResourceUpdated) and event.uri == uri
+        waited = await client.call_tool("wait_subagent", {"attempt_id": accepted["attempt_id"]})
+        assert waited.structured_content is not None
+        assert waited.structured_content["result"] == "released"
