@@ -5,13 +5,13 @@ one :class:`~._bridge.McpBridge` per MCP session (stdio: the one connection;
 streamable HTTP: one per ``Mcp-Session-Id``). Tools: the six of the bridge;
 resources: ``subagents://attempt/<id>`` (listed, read, and on
 ``resources/subscribe``, or a 2026-07-28 ``subscriptions/listen`` naming it, a
-``notifications/resources/updated`` once the attempt ends). A tool refusal is a tool result with ``isError`` and the typed error in
-``structuredContent.error`` (``error_kind``, ``tool``, ``path``...); an unknown
-tool, an unknown resource or bad params are JSON-RPC errors.
+``notifications/resources/updated`` once the attempt ends). A tool refusal is
+a tool result with ``isError`` and the typed error in ``structuredContent.error``
+(``type``, ``error_kind``, ``tool``, ``path``...); an unknown tool, an unknown
+resource or bad params are JSON-RPC errors.
 
-The ``mcp`` package is imported by this module only; :mod:`subagents._mcp`
-imports it lazily and raises :class:`~subagents._errors.McpNotInstalled`
-without it.
+The SDK is imported by this module, :mod:`._stdio` and :mod:`._http` only, and
+nothing imports them at ``import subagents`` (see :mod:`subagents._mcp`).
 """
 
 from __future__ import annotations
