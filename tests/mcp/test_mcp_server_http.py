@@ -18,6 +18,11 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp_helpers import DEADLINE, REPO, Updates, call, env, read_attempt, serve_args, subscribe
 
+from subagents._agent._ids import ConversationId, RunId
+from subagents._agent._mcp_tools import McpServerConfig, list_mcp_tools
+from subagents._agent._tools import ToolContext
+from subagents._errors import McpToolError
+
 INIT = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -156,3 +161,25 @@ async def test_sigkill_and_restart_mid_attempt_over_http(tmp_path: Path) -> None
             assert foreign["status"] == "not_found"  # another session's attempt
     finally:
         second.stop()
+
+
+async def test_an_agent_toolset_over_streamable_http(server: HttpServer) -> None:
+    """A profile's MCP server may be a URL: here this very server, with its token."""
+    config = McpServerConfig(
+        url=server.url, headers={"Authorization": f"Bearer {server.token}"}, timeout_seconds=20
+    )
+    tools = await list_mcp_tools("subagents", config)
+    assert [t.name for t in tools] == [
+        "list_subagents",
+        "delegate",
+        "steer_subagent",
+        "cancel_subagent",
+        "wait_subagent",
+        "subagent_info",
+    ]
+    listed = await tools[0].call(ToolContext(RunId(), ConversationId(), 0), {})
+    assert [s["name"] for s in listed.content["subagents"]] == ["big", "research", "slow"]
+    refused = McpServerConfig(url=server.url, timeout_seconds=20)  # no token
+    with pytest.raises(McpToolError) as raised:
+        await list_mcp_tools("subagents", refused)
+    assert raised.value.server == "subagents"
