@@ -120,18 +120,19 @@ def _loopback_origin(origin: str) -> bool:
 def _bridges(
     service: HostService, session: str | None, profile: str | None
 ) -> Callable[[ServerRequestContext[Any, Any]], McpBridge]:
-    """One bridge per MCP session (its ``Mcp-Session-Id``), its durable session named
-    by the ``Subagents-Session`` header of its first request. At most
+    """One bridge per MCP session (its ``Mcp-Session-Id``) and durable session (the
+    ``Subagents-Session`` header, else ``--session``, else a fresh one). At most
     :data:`MAX_BRIDGES` are kept (the oldest is forgotten; a named one comes back)."""
     bridges: collections.OrderedDict[str, McpBridge] = collections.OrderedDict()
 
     def bridge_for(ctx: ServerRequestContext[Any, Any]) -> McpBridge:
         request = ctx.request
         headers = getattr(request, "headers", None) or {}
-        key = headers.get(MCP_SESSION_ID) or ""
+        named = headers.get(SESSION_HEADER) or session
+        # A 2026-07-28 client has no MCP session: the durable session it names is its key.
+        key = f"{headers.get(MCP_SESSION_ID) or ''}\0{named or ''}"
         found = bridges.get(key)
         if found is None:
-            named = headers.get(SESSION_HEADER) or session
             found = bridges[key] = McpBridge(service, session_id=named, profile=profile)
             while len(bridges) > MAX_BRIDGES:
                 bridges.popitem(last=False)

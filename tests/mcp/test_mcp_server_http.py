@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx2
 import pytest
-from mcp import ClientSession
+from mcp import Client, ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp_helpers import DEADLINE, REPO, Updates, call, env, read_attempt, serve_args, subscribe
 
@@ -183,3 +183,22 @@ async def test_an_agent_toolset_over_streamable_http(server: HttpServer) -> None
     with pytest.raises(McpToolError) as raised:
         await list_mcp_tools("subagents", refused)
     assert raised.value.server == "subagents"
+
+
+async def test_a_2026_client_names_its_durable_session_by_header(server: HttpServer) -> None:
+    """The SDK's ``Client`` at 2026-07-28 (no MCP session): ``Subagents-Session`` keys it."""
+    headers = {"Authorization": f"Bearer {server.token}", "Subagents-Session": "modern"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=DEADLINE) as http,
+        Client(streamable_http_client(server.url, http_client=http)) as client,
+    ):
+        assert client.protocol_version == "2026-07-28"
+        accepted = await client.call_tool("delegate", {"subagent_name": "research", "prompt": "go"})
+        assert accepted.structured_content is not None
+        attempt = {"attempt_id": accepted.structured_content["attempt_id"]}
+        waited = await client.call_tool("wait_subagent", attempt)
+        assert waited.structured_content is not None
+        assert waited.structured_content["result"] == "three facts"
+        info = await client.call_tool("subagent_info", {})
+        assert info.structured_content is not None
+        assert info.structured_content["session_id"] == "modern"
