@@ -24,6 +24,7 @@ from typing import Literal
 
 from .._host import HostConfig, HostService, open_host
 from .._host._config import resolve_bind
+from .._host._console import ConsoleAuth
 from .._host._datadir import redact, url_password, write_token_file
 from .._host._http import serve_http
 from .._host._stdio import serve_stdio
@@ -73,7 +74,8 @@ def serve_host(
     ephemeral; a non-loopback ``bind`` needs ``$SUBAGENTS_HOST_TOKEN``, else
     :class:`HostConfigError` before anything is written) and prints one JSON line naming
     the URL and where the bearer token is (``token_file``, else ``http.token`` in
-    the data directory, else the token itself), written once the port is bound: a
+    the data directory, else the token itself) and the web console's one-time login
+    link (``console``), written once the port is bound: a
     port that cannot be bound raises :class:`CliError` and writes no token. A
     ``KeyboardInterrupt`` ends it quietly; any other error of the service
     propagates after it is closed.
@@ -100,17 +102,7 @@ async def _serve(
     *,
     mcp: McpOptions | None = None,
 ) -> None:
-    if mcp is not None:
-        try:
-            require_mcp("mcp.server.lowlevel")
-        except McpNotInstalled as exc:
-            await service.close()
-            raise CliError(exc.message, "pip install '.[mcp]' (from the clone)") from None
-    try:
-        await service.start()
-    except BaseException:
-        await service.close()
-        raise
+    await _start(service, mcp)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         # Stop admission and close the service cleanly, on either transport.
@@ -130,6 +122,7 @@ async def _serve(
         await service.close()
         raise
     token = operator_token or secrets.token_urlsafe(32)
+    console = ConsoleAuth(token)
     listening: list[str] = []
 
     def ready(url: str) -> None:
@@ -140,6 +133,8 @@ async def _serve(
         line = {"listening": url, "token_file": str(path) if path else None}
         if path is None:
             line["token"] = token
+        if mcp is None:  # the MCP server serves no console
+            line["console"] = console.login_link(url)  # one-time, in the fragment
         sys.stdout.write(json.dumps(line) + "\n")
         sys.stdout.flush()
 
@@ -163,6 +158,7 @@ async def _serve(
             bind=bind,
             operator_token=bool(operator_token),
             ready=ready,
+            console=console,
         )
     except OSError as exc:
         if listening:  # not a bind failure: the host was serving
@@ -171,6 +167,20 @@ async def _serve(
             f"cannot listen on {bind}:{port} ({exc.strerror or exc})",
             "pass another --port (0 picks a free one), or stop what listens there",
         ) from None
+
+
+async def _start(service: HostService, mcp: McpOptions | None) -> None:
+    """Check the ``mcp`` extra (for ``--mcp``), then start ``service``; closed on failure."""
+    try:
+        if mcp is not None:
+            require_mcp("mcp.server.lowlevel")
+        await service.start()
+    except McpNotInstalled as exc:
+        await service.close()
+        raise CliError(exc.message, "pip install '.[mcp]' (from the clone)") from None
+    except BaseException:
+        await service.close()
+        raise
 
 
 async def _mcp_stdio(service: HostService, mcp: McpOptions) -> None:

@@ -48,6 +48,7 @@ class HttpServer:
         )
         assert self.proc.stdout is not None
         line = json.loads(self.proc.stdout.readline())
+        assert "console" not in line  # the MCP server serves no web console
         self.url: str = line["listening"]
         self.token = Path(line["token_file"]).read_text().strip()
 
