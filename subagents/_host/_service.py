@@ -60,6 +60,8 @@ from storage import (
 
 from .._agent import Agent
 from .._agent._models import Model
+from .._agent._tools import Tool
+from .._delegation._background import _LAUNCH_KEY
 from .._delegation._config import SubagentDelegationMode
 from .._errors import AgentError, ModelError, UsageLimitExceeded
 from .._specs._agent_spec import ModelProviderRegistry, default_model_providers
@@ -119,6 +121,11 @@ MAX_STEERING_BYTES = 16 * 1024
 MAX_QUEUED_STEERING = 32
 FULL_SCAN_TICKS = 60
 _TERMINAL_RUN = {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED}
+PARENT_PROFILE_KEY = "subagents.parent_profile"
+"""``ChildRequest.metadata``: the delegating parent's profile (its MCP tools are inherited)."""
+MCP_SESSION_KEY = "subagents.mcp"
+"""Session metadata of a session an MCP client drives: its results are the client's
+(``wait_subagent``, the attempt resource), never consumed by an automatic continuation."""
 
 
 def map_store_error(exc: Exception) -> RpcError | None:
@@ -328,8 +335,18 @@ class HostService:
         self._supervisors[session_id] = supervisor
         return supervisor
 
+    def _parent_mcp_tools(self, request: ChildRequest) -> list[Tool]:
+        """The delegating parent's MCP tools: from its tool registry (a model's
+        ``delegate``), else from the profile an MCP client delegates under."""
+        launch = request.metadata.get(_LAUNCH_KEY)
+        parent_tools = getattr(launch, "parent_tools", None)
+        if parent_tools is not None:
+            return [t for t in parent_tools if getattr(t, "metadata", {}).get("kind") == "mcp"]
+        profile = request.metadata.get(PARENT_PROFILE_KEY)
+        return self.agents.profile_mcp_tools(profile) if isinstance(profile, str) else []
+
     async def _run_child(self, request: ChildRequest, control: ChildControl) -> ChildOutcome:
-        agent = self.agents.child_agent(request.subagent_name)
+        agent = self.agents.child_agent(request.subagent_name, self._parent_mcp_tools(request))
         run = asyncio.ensure_future(agent.run(request.prompt))
         cancelled = asyncio.ensure_future(control.wait_cancelled())
         try:
@@ -440,7 +457,8 @@ class HostService:
 
         The causal parent's profile; when the parent is not a durable run (the
         attempt names the SDK's own run id), the session's. A cancelled parent
-        or an inactive session suppresses automatic continuation.
+        or an inactive session suppresses automatic continuation, and so does a session an
+        MCP client drives (``MCP_SESSION_KEY`` in its metadata: the client reads its results).
         """
         try:
             parent = self.store.load_run(session_id, parent_run_id)
@@ -456,7 +474,7 @@ class HostService:
             session = self.store.load_session(session_id)
         except StoreError:
             return None
-        if session.status != SessionStatus.ACTIVE:
+        if session.status != SessionStatus.ACTIVE or MCP_SESSION_KEY in session.metadata:
             return None
         return session.profile or self.config.host.default_profile
 
