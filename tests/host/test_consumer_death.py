@@ -125,7 +125,9 @@ class Scenario:
 
 def _consumers(runs: list[RunRecord]) -> list[RunRecord]:
     """The completed runs that consumed the child's result (their output carries it)."""
-    return [r for r in runs if str(r.status) == "completed" and CHILD_OUTPUT in r.output_preview]
+    return [
+        r for r in runs if str(r.status) == "completed" and CHILD_OUTPUT in (r.output_preview or "")
+    ]
 
 
 def _consumed_once(scenario: Scenario, attempt_id: str) -> tuple[RunRecord, AttemptRecord]:
