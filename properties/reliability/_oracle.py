@@ -225,7 +225,7 @@ def _check_attempt(
             )
     elif final:
         expect(False, f"attempt {aid} is not terminal at the end ({status})")
-    _check_consumer(record, continuations, runs_by_id, result, final)
+    _check_consumer(record, continuations, runs_by_id, ledger, result, final)
 
 
 def consumer_of(record: AttemptRecord) -> str | None:
@@ -239,10 +239,21 @@ def _carries(run: RunRecord, content: str | None) -> bool:
     return content is None or content in "".join(part.text for part in run.input)
 
 
-def _check_consumer(
+def _alive(run: RunRecord, ledger: Ledger) -> bool:
+    """Whether ``run`` may still be running: not terminal, and its admitting host
+    process is not one the parent saw die (a dead host's run only waits for the
+    reconciler to fail it)."""
+    if str(run.status) in TERMINAL_RUN:
+        return False
+    lease = run.admission_lease
+    return lease is None or _died(ledger, lease.fencing_generation) is None
+
+
+def _check_consumer(  # noqa: PLR0917 - one attempt's evidence, all of it needed
     record: AttemptRecord,
     continuations: list[RunRecord],
     runs_by_id: dict[str, RunRecord],
+    ledger: Ledger,
     result: CheckResult,
     final: bool,
 ) -> None:
@@ -251,9 +262,10 @@ def _check_consumer(
     A terminal result is either delivered, naming the one run that consumed it,
     which exists and *completed*; or it is still retained and offered: undelivered,
     or claimed by a consumer that has not ended (a claim linked to an ended run
-    was released with it). At most one run that carries the result ever
-    completes and at most one is live (continuation runs of a consumer that died
-    are failed, never a second completed consumer). With ``final``: every result
+    was released with it; one of a dead host's run waits for the reconciler).
+    At most one run that carries the result ever completes and at most one is
+    alive (a consumer that died leaves a failed run, or a running one of a dead
+    host, never a second completed consumer). With ``final``: every result
     ended consumed, or its automatic continuation was suppressed and it waits,
     retained, for an explicit run.
     """
@@ -264,13 +276,16 @@ def _check_consumer(
     if status not in TERMINAL_EXECUTION:
         return
     completed = [run for run in continuations if str(run.status) == "completed"]
-    live = [run for run in continuations if str(run.status) not in TERMINAL_RUN]
+    live = [run for run in continuations if _alive(run, ledger)]
     expect(
         len(completed) <= 1,
         f"attempt {aid}: {len(completed)} continuation runs completed: "
         + ", ".join(run.run_id for run in completed),
     )
-    expect(len(live) <= 1, f"attempt {aid}: {len(live)} continuation runs are live at once")
+    expect(
+        len(live) <= 1,
+        f"attempt {aid}: {len(live)} continuation runs of live hosts at once",
+    )
     ref = record.result_ref
     content = ref.content if ref is not None and status == "completed" else None
     delivered = str(record.delivery_status) == "delivered"
@@ -294,7 +309,9 @@ def _check_consumer(
             all(run.run_id == consumer.run_id for run in completed),
             f"attempt {aid} is delivered to {consumer.run_id} but another continuation completed",
         )
-        if consumer.trigger_type == ASYNC_SUBAGENT_RESULT:
+        if consumer.metadata.get("async_subagent.attempt_id") == aid:
+            # Its own continuation run carries it in the input; any other run took
+            # it in-band (a wait, or its turn's pending results).
             expect(
                 _carries(consumer, content),
                 f"attempt {aid}: the continuation input does not carry the result",

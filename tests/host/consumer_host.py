@@ -6,7 +6,8 @@ plus two offline model providers (the test directory is ``$SUBAGENTS_TEST_DIR``)
 - ``consumer:x``, the parent. ``plan`` delegates ``collect facts`` to
   ``research`` in the background and answers ``delegated``; ``wait <attempt_id>``
   calls ``wait_subagent`` on it and, once that returned the child's output, answers
-  ``waited: <output>``; a prompt carrying a background subagent result (a
+  ``waited: <output>`` (it writes ``in-wait`` in the test directory as it calls
+  ``wait_subagent``); a prompt carrying a background subagent result (a
   continuation run, or an explicit run given the session's waiting results)
   answers ``continued: <the result's last line>``; anything else answers ``idle``.
   Before each of those two answers that carry the result it holds: while the file
@@ -96,6 +97,7 @@ async def consumer(
         return "delegated"
     if prompt.startswith("wait "):
         if returned is None:
+            (_dir() / "in-wait").touch()  # the test releases the child only now
             return _call("wait_subagent", attempt_id=prompt.split()[1], timeout_seconds=60)
         if CHILD_OUTPUT not in returned:
             return "waited for nothing"

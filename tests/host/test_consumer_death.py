@@ -163,12 +163,16 @@ def _assert_one_consumer(
     assert consumer.run_id != dead
     delivered_to = getattr(record, "delivered_to_run_id", consumer.run_id)
     assert delivered_to == consumer.run_id
+    if dead is not None:
+
+        def reconciled() -> bool:
+            with scenario.store() as store:
+                return str(store.load_run(SESSION, dead).status) == "failed"
+
+        poll("the dead consumer run reconciled as failed", reconciled)
     _later_run_gets_nothing(scenario, host)
     with scenario.store() as store:
         assert len(_consumers(store.list_runs(SESSION))) == 1
-        if dead is not None:
-            lost = store.load_run(SESSION, dead)
-            assert str(lost.status) == "failed"
     return consumer
 
 
@@ -179,6 +183,7 @@ def test_a_wait_consumer_killed_with_the_result_in_hand_loses_nothing(
     first, attempt_id = scenario.first_host_delegates()
     scenario.flag("hold-wait")
     run_b = scenario.run(first, f"wait {attempt_id}")
+    poll("run B calling wait_subagent", (tmp_path / "in-wait").exists)
     scenario.flag("release")
     poll("run B holding the result", (tmp_path / "in-hold-wait").exists)
     with scenario.store() as store:
@@ -218,6 +223,7 @@ def test_a_failed_consumer_leaves_the_result_to_one_explicit_run(
     first, attempt_id = scenario.first_host_delegates()
     scenario.flag("fail-wait")
     run_b = scenario.run(first, f"wait {attempt_id}")
+    poll("run B calling wait_subagent", (tmp_path / "in-wait").exists)
     scenario.flag("release")
     assert scenario.finished(first, run_b)["kind"] == "run.failed"
     with scenario.store() as store:
