@@ -87,12 +87,14 @@ def replayed(
     pause: float,
     transient: Callable[[StoreError], bool],
     on_replay: Callable[[], None] | None = None,
+    sleep: Callable[[float], object] = time.sleep,
 ) -> T:
     """``call()``, replayed exactly while it fails with a ``transient`` store error.
 
-    Up to ``tries`` tries, ``pause`` seconds apart (``on_replay`` runs before each
-    replay); the last failure, any other store error and any other exception
-    propagate. ``call`` must be an exact replay of itself (the same claim, claim id,
+    Up to ``tries`` tries, ``pause`` seconds apart (``sleep(pause)``: injectable, so
+    a test or a stoppable caller decides how the pause passes; ``on_replay`` runs
+    before each replay); the last failure, any other store error and any other
+    exception propagate. ``call`` must be an exact replay of itself (the same claim, claim id,
     release or admission), which the store answers with Ok, or with the same
     receipt, when an earlier try applied and its response was lost.
     """
@@ -105,7 +107,7 @@ def replayed(
         if on_replay is not None:
             on_replay()
         if pause > 0:
-            time.sleep(pause)
+            sleep(pause)
     return call()
 
 
@@ -166,7 +168,10 @@ class Deliverer:
         namespace_id: str,
         limits: SupervisorLimits | None = None,
         deltas: DeltaBox | None = None,
+        sleep: Callable[[float], object] = time.sleep,
     ) -> None:
+        self.sleep = sleep
+        """How a pause between two replays passes (injectable)."""
         self.store = store
         self.ids = ids
         self.limits = limits or SupervisorLimits()
@@ -187,7 +192,9 @@ class Deliverer:
         :data:`DELIVERY_RETRIES` tries, at most the retry interval apart.
         """
         pause = min(self.limits.retry_interval_for(self.limits.lease_ttl), 0.05)
-        return replayed(call, tries=DELIVERY_RETRIES, pause=pause, transient=_not_a_verdict)
+        return replayed(
+            call, tries=DELIVERY_RETRIES, pause=pause, transient=_not_a_verdict, sleep=self.sleep
+        )
 
     def claim(
         self, attempt_id: str, consumer: str, continuation_run_id: str | None = None
@@ -326,7 +333,8 @@ class Deliverer:
         for a consumer (undelivered, or released with automatic continuation
         suppressed), whichever process launched it; in one store transaction.
 
-        Idempotent (a repeat returns the same records). The claims are the run's:
+        Idempotent: a repeat for the same run returns the same records (an exact
+        replay after a lost response; a caller asks once per run). The claims are the run's:
         its completion acknowledges them, its failure or cancellation releases
         them. The deltas this process holds for them are handed out now.
         """
