@@ -161,6 +161,11 @@ class StoreProxy(SessionStore):
     def acquire_continuation(self, request: AcquireContinuation) -> ContinuationReceipt:
         return self.inner.acquire_continuation(request)
 
+    def claim_pending_for_run(
+        self, session_id: str, run_id: str, deadline: float
+    ) -> list[AttemptRecord]:
+        return self.inner.claim_pending_for_run(session_id, run_id, deadline)
+
     def reconcile(self, namespace_id: str) -> list[AttemptRecord]:
         return self.inner.reconcile(namespace_id)
 
