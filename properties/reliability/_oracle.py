@@ -231,7 +231,7 @@ def _check_attempt(
 def consumer_of(record: AttemptRecord) -> str | None:
     """The run the store says consumed ``record``'s result (``delivered_to_run_id``; a
     continuation's own run id as a fallback), or ``None`` when it names none."""
-    named: str | None = getattr(record, "delivered_to_run_id", None)
+    named = record.delivered_to_run_id
     return named if named is not None else record.continuation_run_id
 
 

@@ -32,11 +32,7 @@ from host_processes import HostProc, poll_until
 
 from storage import AttemptRecord, LmdbSessionStore, RunRecord
 
-pytestmark = [
-    pytest.mark.timeout(120),
-    # Removed by the fix: the kernel acknowledged a result at hand-off (issue 15).
-    pytest.mark.xfail(strict=True, reason="delivered at hand-off, not at consumer completion"),
-]
+pytestmark = pytest.mark.timeout(120)
 
 SCRIPT = Path(__file__).with_name("consumer_host.py")
 LEASE_TTL = 1.0
@@ -161,8 +157,7 @@ def _assert_one_consumer(
 ) -> RunRecord:
     consumer, record = _consumed_once(scenario, attempt_id)
     assert consumer.run_id != dead
-    delivered_to = getattr(record, "delivered_to_run_id", consumer.run_id)
-    assert delivered_to == consumer.run_id
+    assert record.delivered_to_run_id == consumer.run_id
     if dead is not None:
 
         def reconciled() -> bool:
