@@ -340,14 +340,11 @@ class Deliverer:
         """
         deadline = self.store.clock.now() + RUN_CLAIM_SECONDS
 
-        def claim() -> list[AttemptRecord]:
-            records = self.store.claim_pending_for_run(session_id, run_id, deadline)
-            # A response lost here is answered by the exact replay (the same set).
-            fault_point("delivery.after_continuation_admitted_before_ack")
-            return records
-
         try:
-            return self._retrying(claim)
+            # A lost response is answered by the exact replay (the same set).
+            return self._retrying(
+                lambda: self.store.claim_pending_for_run(session_id, run_id, deadline)
+            )
         except StoreError as exc:
             raise BackgroundSubagentError.Durability(
                 "the store refused to claim the waiting results for the run"

@@ -15,7 +15,7 @@ from actor_helpers import SupervisorFactory, wait_terminal
 
 from actors import BackgroundSubagentSupervisor, ChildControl, ChildOutcome, ChildRequest
 from actors._delivery import RUN_CLAIM_SECONDS, replayed
-from properties import FaultyStore
+from properties import Fault, FaultyStore
 from statemachines import RunStatus
 from storage import (
     AdmissionLease,
@@ -24,7 +24,6 @@ from storage import (
     RetryableStorage,
     RunRecord,
     SessionStore,
-    faults,
 )
 
 
@@ -117,17 +116,12 @@ def test_a_consumer_that_fails_gives_the_result_back_to_one_explicit_run(
 def test_a_lost_response_of_the_run_claim_is_replayed_and_takes_each_result_once(
     faulty: FaultyStore, make_supervisor: SupervisorFactory
 ) -> None:
-    faults.reset_faults()
     supervisor = make_supervisor(runner=done, store=faulty)
     attempts = {terminal(supervisor, "a"), terminal(supervisor, "b")}
     run = admit(faulty, supervisor.session_id, "run-c")
-    faults.arm("delivery.after_continuation_admitted_before_ack", "raise_transient")
-    try:
-        taken = supervisor.take_pending_sync("run-c")
-    finally:
-        counts = faults.fault_counts()
-        faults.reset_faults()
-    assert counts == {"delivery.after_continuation_admitted_before_ack": 1}
+    faulty.plan("claim_pending_for_run", Fault(1, error=lambda: RetryableStorage("x"), mode="lost"))
+    taken = supervisor.take_pending_sync("run-c")
+    assert faulty.failures["claim_pending_for_run"] == 1  # applied, its answer lost
     assert {r.attempt_id for r in taken} == attempts
     end(faulty, run, RunStatus.COMPLETED)
     assert {faulty.load_attempt(a).delivered_to_run_id for a in attempts} == {"run-c"}
