@@ -98,7 +98,11 @@ def _store_view(workdir: Path) -> tuple[Snapshot, Ledger]:
 
 
 def _second_continuation(snapshot: Snapshot, ledger: Ledger) -> str:
-    run = next(r for r in snapshot.runs if r.trigger_type == ASYNC_SUBAGENT_RESULT)
+    run = next(
+        r
+        for r in snapshot.runs
+        if r.trigger_type == ASYNC_SUBAGENT_RESULT and str(r.status) == "completed"
+    )
     snapshot.runs.append(msgspec.structs.replace(run, run_id=run.run_id + "-twin"))
     return "2 continuation runs"
 
