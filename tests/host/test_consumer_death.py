@@ -119,6 +119,12 @@ class Scenario:
             store.close()
 
 
+def first_run(scenario: Scenario) -> str:
+    """Run A, the session's first run."""
+    with scenario.store() as store:
+        return store.list_runs(SESSION)[0].run_id
+
+
 def _consumers(runs: list[RunRecord]) -> list[RunRecord]:
     """The completed runs that consumed the child's result (their output carries it)."""
     return [
@@ -189,6 +195,7 @@ def test_a_wait_consumer_killed_with_the_result_in_hand_loses_nothing(
     second = scenario.start()
     consumer = _assert_one_consumer(scenario, second, attempt_id, dead=run_b)
     assert consumer.output_preview == "continued: " + CHILD_OUTPUT
+    assert consumer.restore_from_run_id == run_b  # the session's head, not the causal parent
     assert second.shutdown() == 0
 
 
@@ -208,6 +215,8 @@ def test_a_continuation_run_killed_mid_run_loses_nothing(
     consumer = _assert_one_consumer(scenario, second, attempt_id, dead=dead.run_id)
     assert consumer.output_preview == "continued: " + CHILD_OUTPUT
     assert consumer.trigger_type == "async_subagent_result"
+    assert consumer.restore_from_run_id == dead.run_id  # the head when it was admitted
+    assert dead.restore_from_run_id == first_run(scenario)
     assert second.shutdown() == 0
 
 
