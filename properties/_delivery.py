@@ -475,7 +475,7 @@ class DeliveryMachine(ContractMachine):
                 list(want.input)
             ):
                 problems.append("receipt run input is not the canonical input")
-            replay = prior is not None
+            replay = prior is not None and prior.request == request
             if receipt.idempotent_replay != replay:
                 problems.append(f"idempotent_replay={receipt.idempotent_replay}, want {replay}")
             claim = receipt.record.delivery_claim
@@ -497,7 +497,7 @@ class DeliveryMachine(ContractMachine):
             attempt_id=aid,
             check=check,
         )
-        if got is not None and prior is None:
+        if got is not None and (prior is None or prior.request != request):
             self.requests[aid] = request
             self.consumers.append(request.run.run_id)
             self.continuations += 1

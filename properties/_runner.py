@@ -20,6 +20,7 @@ from typing import TextIO
 from hypothesis import settings, stateful
 from hypothesis.reporting import with_reporter
 
+from ._consumers import consumer_machine
 from ._delivery import delivery_machine
 from ._factories import BUILTIN_FACTORIES, StoreFactory, resolve_factory
 from ._fencing import fencing_machine
@@ -40,6 +41,7 @@ MACHINES: dict[str, MachineBuilder] = {
     "fencing": fencing_machine,
     "replay": replay_machine,
     "delivery": delivery_machine,
+    "consumers": consumer_machine,
     "retention": retention_machine,
 }
 """Every property machine by name, each a function of a store factory."""
