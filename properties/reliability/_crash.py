@@ -6,11 +6,14 @@ idempotency keys; the scripted planner delegates two background attempts per
 run), and ends the life with SIGKILL: at a named fault point
 (``SUBAGENTS_FAULTS="<point>=sigkill@<nth>"``, counted from
 ``SUBAGENTS_FAULTS_LOG``), right after a chosen store commit whose response it
-then never sees (``CRASH_PAUSE``), or after a seeded random delay. Between
+then never sees (``CRASH_PAUSE``), inside a consumer run (``CRASH_CONSUMER``:
+mid continuation run, or after the hand-off right before the run's terminal
+commit, which is the delivery's acknowledgement), or after a seeded random delay. Between
 lives it opens the store itself, replays the requests whose responses were
 lost (an acceptance retry, an exact continuation replay; a lost ``run.start``
 is re-sent to the next life with the same key) and checks the invariants of
-:func:`._oracle.check_snapshot`. Every ``settle_every`` cycles and at the end
+:func:`._oracle.check_snapshot`, the consumer invariant among them (counted:
+``consumer_rounds`` must equal kills plus settles). Every ``settle_every`` cycles and at the end
 a life runs without faults until all work is terminal and delivered, and the
 final invariants are checked.
 
