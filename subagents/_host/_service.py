@@ -935,7 +935,7 @@ class HostService:
                 self.emit(run.session_id, "run.started", run.run_id, {"profile": profile})
                 renew = asyncio.get_running_loop().create_task(self._renew(run, live))
                 if run.trigger_type == RPC_TRIGGER:
-                    prompt += await asyncio.to_thread(self._waiting_results, run)
+                    prompt += self._waiting_results(run)
                 agent = self.build_agent(profile, run.session_id, live)
                 # Results this run takes (wait_subagent, its next turns) are claimed
                 # for it; its terminal transition acknowledges or releases them.
