@@ -15,7 +15,7 @@ plus two offline model providers (the test directory is ``$SUBAGENTS_TEST_DIR``)
   ``in-hold-wait`` (``in-hold-result``) there and waits, so the test can SIGKILL
   the host while the consumer run is alive with the result in hand. ``fail-wait``
   in the directory makes the ``wait`` run fail instead of answering.
-- ``gated:x``, the child: answers ``three facts from the child`` once the file
+- ``consumer-gated:x``, the child: answers ``three facts from the child`` once the file
   ``release`` exists in the test directory.
 """
 
@@ -117,7 +117,7 @@ async def gated(messages: Sequence[ModelMessage], params: ModelRequestParameters
 
 
 default_model_providers().register("consumer", lambda name, settings: FunctionModel(consumer))
-default_model_providers().register("gated", lambda name, settings: FunctionModel(gated))
+default_model_providers().register("consumer-gated", lambda name, settings: FunctionModel(gated))
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -49,7 +49,7 @@ model_id = "consumer:x"
 subagents = ["research"]
 
 [profiles.research]
-model_id = "gated:x"
+model_id = "consumer-gated:x"
 
 [subagents.research]
 profile = "research"

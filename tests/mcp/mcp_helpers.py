@@ -32,7 +32,7 @@ subagents = ["research", "slow", "big"]
 model_id = "test:text=three facts"
 
 [profiles.slow]
-model_id = "gated:x"
+model_id = "mcp-gated:x"
 
 [profiles.big]
 model_id = "big:x"

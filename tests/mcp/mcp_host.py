@@ -2,7 +2,7 @@
 
 ``python mcp_host.py serve --mcp ...`` is ``subagents serve --mcp ...`` plus:
 
-- ``gated:x``: answers ``released`` once the file named by
+- ``mcp-gated:x``: answers ``released`` once the file named by
   ``$SUBAGENTS_TEST_RELEASE`` exists (the test decides when the child ends);
 - ``big:x``: answers 100 000 characters (over the 64 KiB inline limit: an artifact).
 
@@ -37,7 +37,7 @@ async def big(messages: Sequence[ModelMessage], params: ModelRequestParameters) 
     return BIG_OUTPUT
 
 
-default_model_providers().register("gated", lambda name, settings: FunctionModel(gated))
+default_model_providers().register("mcp-gated", lambda name, settings: FunctionModel(gated))
 default_model_providers().register("big", lambda name, settings: FunctionModel(big))
 
 if __name__ == "__main__":
