@@ -1,7 +1,8 @@
 """``subagents db migrate | status | check | backup``: a store's schema and integrity.
 
 ``migrate`` applies every missing migration (idempotent, safe with live hosts);
-``status`` prints the schema version (PostgreSQL). ``check`` verifies every
+``status`` prints the schema version (PostgreSQL), or with ``--data-dir`` the
+store's identity and the warnings a host gives when it opens it. ``check`` verifies every
 record's checksum and every index entry of an LMDB data directory
 (``--data-dir``) or a PostgreSQL store, and every value of the host's event
 log beside it; with ``--repair`` it quarantines unreadable values, rebuilds the
@@ -26,9 +27,16 @@ from storage import Backend, KernelStore, LmdbBackend, LmdbSessionStore, StoreEr
 from storage._postgres import LATEST_VERSION, migrate, schema_version
 from storage.admin import CheckReport, backup, check, check_lmdb, postgres_backup_command
 
-from .._host._datadir import check_store_url, mask_url, open_store_url, store_url_error
+from .._host._datadir import (
+    check_store_url,
+    mask_url,
+    open_store,
+    open_store_url,
+    store_url_error,
+)
 from .._host._eventlog import TABLES as EVENT_TABLES
 from .._host._eventlog import BackendEventLog, check_event_log
+from ._attempts import iso
 from ._common import CliError, add_config_option, config_path, host_config
 
 
@@ -184,11 +192,46 @@ def backup_data(args: argparse.Namespace) -> int:
     return 0
 
 
+def data_dir_status(directory: Path, as_json: bool) -> int:
+    """``db status --data-dir``: the store's identity and what opening it warns about."""
+    if not (directory / "lmdb").is_dir():
+        raise CliError(
+            f"{directory} holds no store", "pass the --data-dir a host serves (or has served)"
+        )
+    opened = open_store(directory, lock=False)  # a live host may serve it meanwhile
+    try:
+        store = opened.store
+        identity = store.identity if isinstance(store, KernelStore) else None
+        warnings = list(opened.warnings)
+    finally:
+        opened.close()
+    report = {
+        "data_dir": str(directory),
+        "store": "lmdb",
+        "store_id": identity.store_id if identity else None,
+        "layout": identity.layout if identity else None,
+        "created_at": iso(identity.created_at) if identity else None,
+        "warnings": warnings,
+    }
+    if as_json:
+        sys.stdout.write(json.dumps(report) + "\n")
+        return 0
+    sys.stdout.write(
+        f"{directory}: lmdb store {report['store_id']}, layout {report['layout']}, "
+        f"created {report['created_at']}\n"
+    )
+    for warning in warnings:
+        sys.stdout.write(f"warning: {warning}\n")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     if args.db_command == "check":
         return check_data(args)
     if args.db_command == "backup":
         return backup_data(args)
+    if args.db_command == "status" and getattr(args, "data_dir", None):
+        return data_dir_status(Path(args.data_dir), args.json)
     return manage_schema(args.db_command, args.store, args.config, args.schema, args.json)
 
 
@@ -202,7 +245,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ):
         p = dsub.add_parser(action, help=text)
         add_config_option(p)
-        p.add_argument("--store", metavar="URL", help="postgresql://... (default: host.store)")
+        where = p.add_mutually_exclusive_group()
+        where.add_argument("--store", metavar="URL", help="postgresql://... (default: host.store)")
+        if action == "status":
+            where.add_argument(
+                "--data-dir", help="a data directory: its store identity and warnings"
+            )
         p.add_argument("--schema", default="public", help="PostgreSQL schema (default: public)")
         p.add_argument("--json", action="store_true", help="print one JSON object")
     check_parser = dsub.add_parser("check", help="verify every record and index entry")

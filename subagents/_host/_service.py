@@ -40,6 +40,7 @@ from storage import (
     AttemptRecord,
     Clock,
     Conflict,
+    CorruptRecord,
     Delivered,
     DeliveryClaimed,
     IdempotencyConflict,
@@ -57,6 +58,7 @@ from storage import (
     StorageFull,
     StoreError,
 )
+from storage.admin import printable_key
 
 from .._agent import Agent
 from .._agent._models import Model
@@ -150,6 +152,16 @@ def map_store_error(exc: Exception) -> RpcError | None:
         if isinstance(exc, kind):
             detail = getattr(exc, "message", "") or message
             return RpcError(code, f"{message}: {detail}" if detail != message else message)
+    if isinstance(exc, CorruptRecord) and isinstance(exc.fields.get("table"), str):
+        # One damaged value: the client learns which, the operator how to fix it.
+        table, key = exc.fields["table"], exc.fields.get("key")
+        shown = printable_key(key) if isinstance(key, bytes) else str(key or "")
+        log.error("damaged value: %s (run subagents db check)", exc)
+        return RpcError(
+            ErrorCode.SERVER_ERROR,
+            f"a stored value is damaged (table {table}); run subagents db check",
+            {"reason": "corrupt_record", "table": table, "key": shown},
+        )
     if isinstance(exc, StoreError):
         log.error("storage failure: %s", exc)
         return RpcError(ErrorCode.SERVER_ERROR, "durable storage operation failed")

@@ -39,8 +39,7 @@ def test_check_finds_a_damaged_event_and_repair_moves_it_aside(tmp_path: Path) -
     assert checked.returncode == 1, checked.stderr
     report = json.loads(checked.stdout)
     assert report["findings"] == [
-        "host_events s1////////\\x02: "
-        "checksum (the stored bytes do not match their CRC-32)"
+        "host_events s1////////\\x02: checksum (the stored bytes do not match their CRC-32)"
     ]
     repaired = run_cli("db", "check", "--repair", "--data-dir", str(directory))
     assert repaired.returncode == 0, repaired.stdout + repaired.stderr
@@ -51,3 +50,19 @@ def test_check_finds_a_damaged_event_and_repair_moves_it_aside(tmp_path: Path) -
         assert [e.seq for e in opened.events.replay("s1")] == [1, 3]
     finally:
         opened.close()
+
+
+def test_db_status_of_a_data_directory_shows_its_identity_and_warnings(tmp_path: Path) -> None:
+    directory = tmp_path / "data"
+    open_store(directory).close()
+    directory.chmod(0o755)
+    status = run_cli("db", "status", "--json", "--data-dir", str(directory))
+    assert status.returncode == 0, status.stderr
+    report = json.loads(status.stdout)
+    assert report["store"] == "lmdb" and report["layout"] >= 3 and report["store_id"]
+    assert report["created_at"].endswith("Z")
+    assert [w for w in report["warnings"] if "can be read by other users" in w]
+    human = run_cli("db", "status", "--data-dir", str(directory))
+    assert "warning: data directory" in human.stdout
+    missing = run_cli("db", "status", "--data-dir", str(tmp_path / "nothing"))
+    assert missing.returncode == 2 and "holds no store" in missing.stderr

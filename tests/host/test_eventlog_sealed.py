@@ -10,10 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from host_helpers import CONFIG, Client
 from postgres_db import scratch_database
 
 from storage import CorruptRecord, LmdbBackend, LmdbSessionStore, Txn
 from storage._sealed import intact
+from subagents._host import open_host, parse_host_config
 from subagents._host._eventlog import (
     QUARANTINE_PREFIX,
     TABLES,
@@ -183,3 +185,39 @@ def test_postgres_event_values_are_sealed_and_checked() -> None:
         finally:
             log.close()
             store.close()
+
+
+async def test_a_damaged_event_over_rpc_names_its_table_and_key(tmp_path: Path) -> None:
+    service = open_host(parse_host_config(CONFIG), data_dir=tmp_path / "data")
+    await service.start()
+    try:
+        client = Client(service.dispatcher())
+        session = (await client.result("session.create", {}))["session_id"]
+        events = service.events
+        assert isinstance(events, BackendEventLog)
+        events.append(session, "note", 1.0, None, {})
+        _flip(events, EVENTS, _key(session, 1))
+        reply = await client.call("events.replay", {"session_id": session})
+        assert reply["error"]["code"] == -32000
+        assert "db check" in reply["error"]["message"]
+        assert reply["error"]["data"] == {
+            "reason": "corrupt_record",
+            "table": "host_events",
+            "key": f"{session}////////\\x01",
+        }
+        assert "result" in await client.call("session.list", {})  # the host keeps serving
+    finally:
+        await service.close()
+
+
+async def test_diagnostics_lists_the_store_warnings(tmp_path: Path) -> None:
+    directory = tmp_path / "data"
+    directory.mkdir(mode=0o755)
+    directory.chmod(0o755)  # readable by others: the open warns
+    service = open_host(parse_host_config(CONFIG), data_dir=directory)
+    await service.start()
+    try:
+        diagnostics = await Client(service.dispatcher()).result("diagnostics.get", {})
+        assert any("can be read by other users" in w for w in diagnostics["warnings"])
+    finally:
+        await service.close()
