@@ -23,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from actors import (
     BackgroundSubagentSupervisor,
     ChildControl,
@@ -63,7 +65,7 @@ from storage.admin import printable_key
 from .._agent import Agent
 from .._agent._models import Model
 from .._delegation._config import SubagentDelegationMode
-from .._errors import AgentError, ModelError, UsageLimitExceeded
+from .._errors import AgentError, ModelError, ProviderError, UsageLimitExceeded
 from .._specs._agent_spec import ModelProviderRegistry, default_model_providers
 from ._agents import AgentFactory
 from ._config import HostConfig, ProfileConfig
@@ -90,6 +92,7 @@ from ._methods import (
     InitializeResult,
     ProfileGetParams,
     ProfileInfo,
+    RunFailure,
     RunInfo,
     RunInterruptParams,
     RunListResult,
@@ -107,6 +110,7 @@ from ._methods import (
     ShutdownResult,
     SubagentInfo,
     SupervisorDiagnostics,
+    parse_failure,
 )
 from ._steering import SteeredModel
 
@@ -179,6 +183,21 @@ def failure_category(exc: BaseException) -> str:
     if isinstance(exc, StoreError):
         return "storage_error"
     return "execution_error"
+
+
+def run_failure(exc: BaseException) -> RunFailure:
+    """Why a run failed, as safe typed fields: the category, and for a model
+    provider's failure its safe reason, HTTP status and provider name."""
+    category = failure_category(exc)
+    if isinstance(exc, ProviderError):
+        status, provider = getattr(exc, "status", None), getattr(exc, "provider", None)
+        return RunFailure(
+            category=category,
+            reason=str(getattr(exc, "category", "provider_error")),
+            status=status if isinstance(status, int) else None,
+            provider=provider if isinstance(provider, str) else None,
+        )
+    return RunFailure(category=category)
 
 
 def _truncate(text: str, limit: int) -> str:
@@ -356,7 +375,7 @@ class HostService:
         try:
             result = run.result()
         except Exception as exc:
-            return ChildOutcome.failed(failure_category(exc))
+            return ChildOutcome.failed(run_failure(exc).describe())
         return ChildOutcome.completed(result.output, child_run_id=result.run_id.as_str())
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -445,7 +464,12 @@ class HostService:
             except StoreError as exc:
                 log.info("run %s not reconciled: %s", run.run_id, exc)
                 continue
-            self.emit(run.session_id, "run.failed", run.run_id, {"error": "host_process_lost"})
+            self.emit(
+                run.session_id,
+                "run.failed",
+                run.run_id,
+                {"error": "host_process_lost", "failure": {"category": "host_process_lost"}},
+            )
 
     def _continuation_profile(self, session_id: str, parent_run_id: str) -> str | None:
         """The profile a continuation runs with, or ``None`` when it is suppressed.
@@ -650,6 +674,9 @@ class HostService:
             output_preview=record.output_preview,
             metadata=dict(record.metadata),
             idempotent_replay=replay,
+            failure=(
+                parse_failure(record.output_preview) if record.status is RunStatus.FAILED else None
+            ),
         )
 
     def session(self, session_id: str) -> SessionRecord:
@@ -935,10 +962,10 @@ class HostService:
                 self._finish(run, live, RunStatus.CANCELLED, live.interrupt_reason or "interrupted")
                 return
             except (Exception, RpcError) as exc:
-                category = failure_category(exc)
+                failure = run_failure(exc)
                 if not isinstance(exc, SubagentsError | RpcError | StoreError):
                     log.exception("run %s failed", run.run_id)
-                self._finish(run, live, RunStatus.FAILED, category)
+                self._finish(run, live, RunStatus.FAILED, failure.describe())
                 return
             self._finish(run, live, RunStatus.COMPLETED, result.output)
         finally:
@@ -968,6 +995,9 @@ class HostService:
         }[status]
         key = {RunStatus.COMPLETED: "output", RunStatus.FAILED: "error"}.get(status, "reason")
         data: dict[str, Any] = {key: preview}
+        failure = parse_failure(preview) if status is RunStatus.FAILED else None
+        if failure is not None:
+            data["failure"] = msgspec.to_builtins(failure)
         if live.steering:  # queued after the run's last turn: it never reached the model
             data["undelivered_steering"] = len(live.steering)
         self.emit(run.session_id, kind, run.run_id, data)
