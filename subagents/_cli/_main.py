@@ -12,7 +12,7 @@ from importlib.metadata import PackageNotFoundError, version
 from statemachines import SubagentsError
 
 from . import _attempts, _chat, _db, _demo, _diagram, _run, _serve, _verify
-from ._common import FIXES, CliError, fail
+from ._common import CliError, fail, fix_for
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -61,8 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as exc:
         return fail(exc.message, exc.fix)
     except SubagentsError as exc:
-        fix = getattr(exc, "fix", None) or FIXES.get(type(exc).__name__, "see the message above")
         message = getattr(exc, "message", None) or str(exc)
-        return fail(message, str(fix))
+        return fail(message, fix_for(exc))
     except KeyboardInterrupt:
         return 130
