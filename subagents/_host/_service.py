@@ -112,6 +112,7 @@ from ._methods import (
     SupervisorDiagnostics,
     parse_failure,
 )
+from ._openrpc import DISCOVER, discover_binding
 from ._steering import SteeredModel
 
 log = logging.getLogger("subagents.host")
@@ -1149,7 +1150,7 @@ class HostService:
     def dispatcher(self) -> Dispatcher:
         """A JSON-RPC dispatcher over this service, with the configured frame limits."""
         return Dispatcher(
-            self.bindings(),
+            {**self.bindings(), DISCOVER: discover_binding()},
             max_request_bytes=self.config.host.max_request_bytes,
             max_batch=self.config.host.max_batch,
             map_error=map_store_error,
