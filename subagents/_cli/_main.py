@@ -11,6 +11,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from statemachines import SubagentsError
 
+from .._host._buildinfo import build_commit
 from . import _attempts, _chat, _db, _demo, _diagram, _run, _serve, _verify
 from ._common import CliError, fail, fix_for
 
@@ -39,7 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="subagents", description="A reliable delegation kernel for LLM agents."
     )
-    parser.add_argument("--version", action="version", version=f"subagents {package_version()}")
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"subagents {package_version()} (commit {build_commit()})",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in COMMAND_GROUPS:
         group.register(sub)

@@ -129,6 +129,8 @@ class DiagnosticsResult(Result, frozen=True, kw_only=True):
     supervisors: list[SupervisorDiagnostics]
     uptime_seconds: float
     warnings: list[str]
+    build_commit: str = "unknown"
+    """The commit this host's code was built from (``+dirty``: with local changes)."""
 
 
 # -- catalog / profiles ---------------------------------------------------------------------

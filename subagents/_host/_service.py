@@ -68,6 +68,7 @@ from .._delegation._config import SubagentDelegationMode
 from .._errors import AgentError, ModelError, ProviderError, UsageLimitExceeded
 from .._specs._agent_spec import ModelProviderRegistry, default_model_providers
 from ._agents import AgentFactory
+from ._buildinfo import build_commit
 from ._config import HostConfig, ProfileConfig
 from ._delegation import ASYNC, DISABLED
 from ._eventlog import EventLog
@@ -112,7 +113,6 @@ from ._methods import (
     SupervisorDiagnostics,
     parse_failure,
 )
-from ._openrpc import DISCOVER, discover_binding
 from ._steering import SteeredModel
 
 log = logging.getLogger("subagents.host")
@@ -742,6 +742,7 @@ class HostService:
             supervisors=supervisors,
             uptime_seconds=round(time.monotonic() - self._started_at, 3),
             warnings=list(self.warnings),
+            build_commit=build_commit(),
         )
 
     # -- methods: catalog ---------------------------------------------------------------------
@@ -1149,6 +1150,9 @@ class HostService:
 
     def dispatcher(self) -> Dispatcher:
         """A JSON-RPC dispatcher over this service, with the configured frame limits."""
+        # Imported here: ``python -m subagents._host._openrpc`` imports this module first.
+        from ._openrpc import DISCOVER, discover_binding  # noqa: PLC0415
+
         return Dispatcher(
             {**self.bindings(), DISCOVER: discover_binding()},
             max_request_bytes=self.config.host.max_request_bytes,
