@@ -63,6 +63,8 @@ from storage import (
 from storage.admin import printable_key
 
 from .._agent import Agent
+from .._agent._context import AgentContext
+from .._agent._ids import RunId
 from .._agent._models import Model
 from .._delegation._config import SubagentDelegationMode
 from .._errors import AgentError, ModelError, ProviderError, UsageLimitExceeded
@@ -959,7 +961,11 @@ class HostService:
                 self.emit(run.session_id, "run.started", run.run_id, {"profile": profile})
                 renew = asyncio.get_running_loop().create_task(self._renew(run, live))
                 agent = self.build_agent(profile, run.session_id, live)
-                result = await agent.run(prompt)
+                # The SDK run takes the durable run's id, so an attempt's parent_run_id
+                # names a run the client sees in run.list.
+                result = await agent._run_core(
+                    prompt, AgentContext(), None, None, run_id=RunId.from_string(run.run_id)
+                )
             except asyncio.CancelledError:
                 self._finish(run, live, RunStatus.CANCELLED, live.interrupt_reason or "interrupted")
                 return
