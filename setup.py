@@ -12,8 +12,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from setuptools import setup
-from setuptools.command.build_py import build_py
+from setuptools import setup  # type: ignore[import-untyped]
+from setuptools.command.build_py import build_py  # type: ignore[import-untyped]
 
 ROOT = Path(__file__).resolve().parent
 COMMIT_FILE = "_build_commit.txt"
@@ -36,7 +36,7 @@ def checkout_commit() -> str | None:
     return head + ("+dirty" if dirty else "")
 
 
-class BuildPyWithCommit(build_py):
+class BuildPyWithCommit(build_py):  # type: ignore[misc]
     def run(self) -> None:
         super().run()
         commit = checkout_commit()
