@@ -22,6 +22,7 @@ from typing import Literal
 
 from .._host import HostConfig, HostService, open_host
 from .._host._config import resolve_bind
+from .._host._console import ConsoleAuth
 from .._host._datadir import redact, url_password, write_token_file
 from .._host._http import serve_http
 from .._host._stdio import serve_stdio
@@ -66,7 +67,8 @@ def serve_host(
     ephemeral; a non-loopback ``bind`` needs ``$SUBAGENTS_HOST_TOKEN``, else
     :class:`HostConfigError` before anything is written) and prints one JSON line naming
     the URL and where the bearer token is (``token_file``, else ``http.token`` in
-    the data directory, else the token itself), written once the port is bound: a
+    the data directory, else the token itself) and the web console's one-time login
+    link (``console``), written once the port is bound: a
     port that cannot be bound raises :class:`CliError` and writes no token. A
     ``KeyboardInterrupt`` ends it quietly; any other error of the service
     propagates after it is closed.
@@ -103,6 +105,7 @@ async def _serve(
         await service.close()
         raise
     token = operator_token or secrets.token_urlsafe(32)
+    console = ConsoleAuth(token)
     listening: list[str] = []
 
     def ready(url: str) -> None:
@@ -113,6 +116,7 @@ async def _serve(
         line = {"listening": url, "token_file": str(path) if path else None}
         if path is None:
             line["token"] = token
+        line["console"] = console.login_link(url)  # one-time, in the fragment
         sys.stdout.write(json.dumps(line) + "\n")
         sys.stdout.flush()
 
@@ -125,6 +129,7 @@ async def _serve(
             bind=bind,
             operator_token=bool(operator_token),
             ready=ready,
+            console=console,
         )
     except OSError as exc:
         if listening:  # not a bind failure: the host was serving
