@@ -34,7 +34,7 @@ from typing import TextIO
 from rich.console import Console
 from rich.markup import escape
 
-from storage import ASYNC_SUBAGENT_RESULT, RunConflict, StoreError
+from storage import ASYNC_SUBAGENT_RESULT, NotFound, RunConflict, StoreError
 
 from .._host import DataDirBusy, HostConfig, load_host_config, open_host
 from .._host._agents import UnknownProfile
@@ -313,9 +313,18 @@ async def _chat(
             chat = _Chat(service, console, options.session, interactive)
             service.add_listener(options.session, chat.on_event)
             await service.start()
-            found = await service.session_get(
-                SessionRef(session_id=options.session), Connection("chat")
-            )
+            try:
+                found = await service.session_get(
+                    SessionRef(session_id=options.session), Connection("chat")
+                )
+            except (NotFound, RpcError) as exc:
+                if isinstance(exc, RpcError) and exc.code != ErrorCode.NOT_FOUND:
+                    raise
+                raise CliError(
+                    f"no session {options.session!r} in {options.data_dir}",
+                    "check the id (subagents attempts list --data-dir DIR --json shows the"
+                    " sessions), or start a new chat without --session",
+                ) from None
             console.print(
                 f"[dim]resumed session {found.session_id}, profile {found.profile}; "
                 "/help lists the commands[/]",

@@ -158,3 +158,7 @@ def test_session_resumes_and_delivers_pending_results(tmp_path: Path) -> None:
     assert " delivered" in again.stdout.splitlines()[-1]
     missing = run_cli("chat", "--config", config, "--session", session, stdin="")
     assert missing.returncode == 2 and "needs the --data-dir" in missing.stderr
+    unknown = run_cli("chat", "--config", config, "--data-dir", data, "--session", "nope", stdin="")
+    assert unknown.returncode == 2, unknown.stderr
+    assert unknown.stderr.startswith("error: no session 'nope' in ")
+    assert "Traceback" not in unknown.stderr
