@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import sys
 
+from ._factories import termination_interrupts
 from ._runner import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        with termination_interrupts():  # SIGTERM/SIGHUP end it as Ctrl-C does: databases dropped
+            code = main()
+    except KeyboardInterrupt:
+        code = 130
+    sys.exit(code)

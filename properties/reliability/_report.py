@@ -117,7 +117,8 @@ def reproduce_command(profile: str, seed: int) -> str:
 
 
 def current_commit(root: Path | None = None) -> str:
-    """The checkout's commit (``+dirty`` when it has changes), or ``unknown`` outside git."""
+    """The checkout's commit (``+dirty`` when it has changes); outside git the one
+    recorded when the installed wheel was built, else ``unknown``."""
     where = root or Path(__file__).resolve().parents[2]
     try:
         head = subprocess.run(
@@ -131,7 +132,12 @@ def current_commit(root: Path | None = None) -> str:
             check=True,
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+        # Not a checkout (a non-editable install): the commit the build recorded (setup.py).
+        try:
+            recorded = Path(__file__).with_name("_build_commit.txt").read_text().strip()
+        except OSError:
+            recorded = ""
+        return recorded or "unknown"
     return head + ("+dirty" if dirty else "")
 
 

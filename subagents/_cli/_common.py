@@ -16,16 +16,29 @@ from rich.markup import escape
 from statemachines import SubagentsError
 
 from .._host import HostConfig, default_host_config, load_host_config
+from .._providers._common import install_command
 
 EXIT_USAGE = 2
 
 FIXES: dict[str, str] = {
     "ModelResolutionError": "check the model_id (provider:model) and the provider setup",
     "MissingApiKey": "export the provider's API key, or use a test: model",
-    "ProviderNotInstalled": "install the provider's extra: pip install '.[openai]' in the clone",
     "NotFound": "check the id (subagents attempts list --data-dir ... or --store ...)",
 }
-"""The fix printed for a library error that carries none, by the error's class name."""
+"""The fix printed for a library error that carries none, by the error's class name
+(an error naming a missing ``extra`` gets the command that installs it instead)."""
+
+
+def fix_for(exc: SubagentsError) -> str:
+    """The ``fix:`` line of a library error: its own, the install command of the extra
+    it names (:class:`ProviderNotInstalled`), else the one :data:`FIXES` lists."""
+    own = getattr(exc, "fix", None)
+    if own:
+        return str(own)
+    extra = exc.fields.get("extra")
+    if isinstance(extra, str) and extra:
+        return install_command(extra)
+    return FIXES.get(type(exc).__name__, "see the message above")
 
 
 class CliError(SubagentsError):

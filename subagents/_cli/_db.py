@@ -1,10 +1,12 @@
 """``subagents db migrate | status | check | backup``: a store's schema and integrity.
 
 ``migrate`` applies every missing migration (idempotent, safe with live hosts);
-``status`` prints the schema version (PostgreSQL). ``check`` verifies every
+``status`` prints the schema version (PostgreSQL), or with ``--data-dir`` the
+store's identity and the warnings a host gives when it opens it. ``check`` verifies every
 record's checksum and every index entry of an LMDB data directory
-(``--data-dir``) or a PostgreSQL store, and with ``--repair`` quarantines
-unreadable values and rebuilds the indexes; it exits 1 when something is wrong.
+(``--data-dir``) or a PostgreSQL store, and every value of the host's event
+log beside it; with ``--repair`` it quarantines unreadable values, rebuilds the
+indexes and the event log's counters; it exits 1 when something is wrong.
 ``backup DEST`` writes a consistent online copy of a data directory's store
 (``check`` accepts it); for PostgreSQL it prints the ``pg_dump`` command. A
 PostgreSQL store is ``--store`` or the config's ``host.store``; its password
@@ -16,15 +18,25 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 import msgspec
 
-from storage import KernelStore, StoreError
+from storage import Backend, KernelStore, LmdbBackend, LmdbSessionStore, StoreError
 from storage._postgres import LATEST_VERSION, migrate, schema_version
 from storage.admin import CheckReport, backup, check, check_lmdb, postgres_backup_command
 
-from .._host._datadir import check_store_url, mask_url, open_store_url, store_url_error
+from .._host._datadir import (
+    check_store_url,
+    mask_url,
+    open_store,
+    open_store_url,
+    store_url_error,
+)
+from .._host._eventlog import TABLES as EVENT_TABLES
+from .._host._eventlog import BackendEventLog, check_event_log
+from ._attempts import iso
 from ._common import CliError, add_config_option, config_path, host_config
 
 
@@ -104,10 +116,45 @@ def _print_report(report: CheckReport, where: str, as_json: bool) -> int:
     return 0 if report.ok else 1
 
 
+def _with_event_log(report: CheckReport, raw: Backend, repair: bool) -> CheckReport:
+    """``report`` with the host event log's values checked (and repaired) too."""
+    before = check_event_log(raw)[1]
+    count, findings = check_event_log(raw, repair=repair, now_us=lambda: time.time_ns() // 1000)
+    repaired = repair and bool(before)
+    return msgspec.structs.replace(
+        report,
+        records=report.records + count,
+        findings=report.findings + tuple(findings),
+        repaired=report.repaired or repaired,
+        quarantined=report.quarantined + (len(before) - len(findings) if repaired else 0),
+    )
+
+
+def _check_lmdb_dir(directory: Path, repair: bool) -> CheckReport:
+    """The store of a data directory, then its event log (same environment)."""
+    path = directory / "lmdb"
+    report = check_lmdb(path, repair=repair)
+    if report.refused is not None:
+        return report
+    try:
+        store = LmdbSessionStore(path, auto_grow=True)  # sizes the environment's tables
+    except StoreError as exc:
+        return msgspec.structs.replace(report, refused=exc.message)
+    try:
+        raw = LmdbBackend(path, tables=EVENT_TABLES)
+        try:
+            return _with_event_log(report, raw, repair)
+        finally:
+            raw.close()
+    finally:
+        store.close()
+
+
 def check_data(args: argparse.Namespace) -> int:
-    """``db check``: the data directory's LMDB store, else the PostgreSQL store."""
+    """``db check``: the data directory's LMDB store, else the PostgreSQL store; with
+    each, the host's event log."""
     if args.data_dir:
-        report = check_lmdb(Path(args.data_dir) / "lmdb", repair=args.repair)
+        report = _check_lmdb_dir(Path(args.data_dir), args.repair)
         return _print_report(report, str(args.data_dir), args.json)
     url = _url(args.store, args.config)
     try:
@@ -119,6 +166,9 @@ def check_data(args: argparse.Namespace) -> int:
         if not isinstance(store, KernelStore):  # every store the host opens is one
             raise CliError(f"{mask_url(url)} cannot be checked", "report this as a bug")
         report = check(store, repair=args.repair)
+        events = opened.events
+        if isinstance(events, BackendEventLog):
+            report = _with_event_log(report, events.raw_backend, args.repair)
     finally:
         opened.close()
     return _print_report(report, mask_url(url), args.json)
@@ -142,11 +192,46 @@ def backup_data(args: argparse.Namespace) -> int:
     return 0
 
 
+def data_dir_status(directory: Path, as_json: bool) -> int:
+    """``db status --data-dir``: the store's identity and what opening it warns about."""
+    if not (directory / "lmdb").is_dir():
+        raise CliError(
+            f"{directory} holds no store", "pass the --data-dir a host serves (or has served)"
+        )
+    opened = open_store(directory, lock=False)  # a live host may serve it meanwhile
+    try:
+        store = opened.store
+        identity = store.identity if isinstance(store, KernelStore) else None
+        warnings = list(opened.warnings)
+    finally:
+        opened.close()
+    report = {
+        "data_dir": str(directory),
+        "store": "lmdb",
+        "store_id": identity.store_id if identity else None,
+        "layout": identity.layout if identity else None,
+        "created_at": iso(identity.created_at) if identity else None,
+        "warnings": warnings,
+    }
+    if as_json:
+        sys.stdout.write(json.dumps(report) + "\n")
+        return 0
+    sys.stdout.write(
+        f"{directory}: lmdb store {report['store_id']}, layout {report['layout']}, "
+        f"created {report['created_at']}\n"
+    )
+    for warning in warnings:
+        sys.stdout.write(f"warning: {warning}\n")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     if args.db_command == "check":
         return check_data(args)
     if args.db_command == "backup":
         return backup_data(args)
+    if args.db_command == "status" and getattr(args, "data_dir", None):
+        return data_dir_status(Path(args.data_dir), args.json)
     return manage_schema(args.db_command, args.store, args.config, args.schema, args.json)
 
 
@@ -160,7 +245,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ):
         p = dsub.add_parser(action, help=text)
         add_config_option(p)
-        p.add_argument("--store", metavar="URL", help="postgresql://... (default: host.store)")
+        where = p.add_mutually_exclusive_group()
+        where.add_argument("--store", metavar="URL", help="postgresql://... (default: host.store)")
+        if action == "status":
+            where.add_argument(
+                "--data-dir", help="a data directory: its store identity and warnings"
+            )
         p.add_argument("--schema", default="public", help="PostgreSQL schema (default: public)")
         p.add_argument("--json", action="store_true", help="print one JSON object")
     check_parser = dsub.add_parser("check", help="verify every record and index entry")

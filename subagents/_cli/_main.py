@@ -11,8 +11,9 @@ from importlib.metadata import PackageNotFoundError, version
 
 from statemachines import SubagentsError
 
+from .._host._buildinfo import build_commit
 from . import _attempts, _chat, _db, _demo, _diagram, _run, _serve, _verify
-from ._common import FIXES, CliError, fail
+from ._common import CliError, fail, fix_for
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -39,7 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="subagents", description="A reliable delegation kernel for LLM agents."
     )
-    parser.add_argument("--version", action="version", version=f"subagents {package_version()}")
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"subagents {package_version()} (commit {build_commit()})",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in COMMAND_GROUPS:
         group.register(sub)
@@ -61,8 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as exc:
         return fail(exc.message, exc.fix)
     except SubagentsError as exc:
-        fix = getattr(exc, "fix", None) or FIXES.get(type(exc).__name__, "see the message above")
         message = getattr(exc, "message", None) or str(exc)
-        return fail(message, str(fix))
+        return fail(message, fix_for(exc))
     except KeyboardInterrupt:
         return 130

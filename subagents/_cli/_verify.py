@@ -225,9 +225,15 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.report:
-        return _report(args)
-    return _machine_runs(args)
+    """``verify``: SIGTERM and SIGHUP interrupt it as Ctrl-C does (exit 130), so the
+    scratch PostgreSQL databases of ``--store postgres`` are dropped either way."""
+    require_ours("subagents verify", "properties")  # before reaching into its modules
+    from properties._factories import termination_interrupts  # noqa: PLC0415
+
+    with termination_interrupts():
+        if args.report:
+            return _report(args)
+        return _machine_runs(args)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -65,7 +65,7 @@ def open_host(
     config = config or default_host_config()
     opened = open_host_store(config, data_dir=data_dir, store=store, memory=memory, shared=shared)
     try:
-        return HostService(
+        service = HostService(
             config,
             store=opened.store,
             events=opened.events,
@@ -80,6 +80,9 @@ def open_host(
     except BaseException:
         opened.close()
         raise
+    # What opening the store found (a data directory others can read): diagnostics.get lists it.
+    service.warnings.extend(opened.warnings)
+    return service
 
 
 __all__ = [

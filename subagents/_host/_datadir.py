@@ -55,6 +55,7 @@ from storage import (
     StoreRefused,
 )
 
+from .._providers._common import install_command
 from ._config import HostConfig
 from ._eventlog import EventLog, LmdbEventLog, MemoryEventLog, PostgresEventLog
 
@@ -496,7 +497,9 @@ def store_url_error(exc: StoreError, url: str) -> StoreUrlError:
     cause = redact(str(getattr(exc, "cause", "") or ""), url)
     if type(exc).__name__ == "DriverMissing":
         return StoreUrlError(
-            f"store {masked}: {detail}", url=masked, fix="pip install 'subagents[postgres]'"
+            f"store {masked}: the PostgreSQL driver is not installed (the postgres extra)",
+            url=masked,
+            fix=install_command("postgres"),
         )
     if isinstance(exc, RetryableStorage):
         reason = " ".join((cause.rsplit(": ", 1)[-1] if cause else detail).split())

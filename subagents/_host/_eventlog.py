@@ -17,26 +17,67 @@ per session, events numbered from 1, appended atomically with their number.
 the next one in a write transaction of its own, so a restarted host (same
 instance id or not) always outranks every earlier process, and a stale process
 still running with an older generation is refused by the store's fence.
+
+Checksums: every value of both tables is *sealed* like the store's values
+(:mod:`storage._sealed`: a CRC-32 over the table, the key and the bytes). The
+marker ``host_meta[layout]`` (itself sealed) says the log is sealed; opening a
+log without it seals every existing value first, in one write transaction (so
+a data directory or database written before checksums keeps its history). A
+value whose seal fails, or that does not decode, is :class:`storage.CorruptRecord`
+naming the table and the key; every other session's events keep being served.
+:func:`check_event_log` (run by ``subagents db check``) lists each damaged value,
+and with ``repair`` moves it aside into ``host_meta`` under ``quarantine\0``.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import msgspec
 
-from storage import Backend, LmdbBackend, PostgresBackend, Txn
+from storage import Backend, CorruptRecord, LmdbBackend, PostgresBackend, Txn
+from storage._sealed import intact, raw_backend, seal, sealed, unseal
+from storage.admin import Finding
 
 from ._methods import HostEvent
 
 _EVENTS = "host_events"
 _META = "host_meta"
+TABLES = (_EVENTS, _META)
+"""The event log's tables (in the store's LMDB environment or PostgreSQL schema)."""
 _GENERATION = b"generation"
+_LAYOUT = b"layout"
+EVENT_LOG_LAYOUT = 1
+"""The event log's layout, kept sealed in ``host_meta``: 1, every value sealed."""
+QUARANTINE_PREFIX = b"quarantine\0"
+"""``host_meta`` keys of values a repair moved aside (``quarantine\0 table \0 key``)."""
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(HostEvent)
+
+
+def decode_event(key: bytes, data: bytes) -> HostEvent:
+    """The event stored under ``key`` (unsealed bytes), or :class:`CorruptRecord`."""
+    try:
+        return _decoder.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError, ValueError, TypeError) as exc:
+        raise CorruptRecord(
+            f"undecodable event in table {_EVENTS!r}", table=_EVENTS, key=key, reason=str(exc)
+        ) from None
+
+
+def _counter(key: bytes, data: bytes) -> int:
+    if len(data) != 8:
+        raise CorruptRecord(
+            f"a counter in table {_META!r} is not 8 bytes",
+            table=_META,
+            key=key,
+            reason=f"{len(data)} bytes",
+        )
+    return int.from_bytes(data, "big")
 
 
 class EventLog(Protocol):
@@ -115,17 +156,26 @@ class BackendEventLog:
 
     Every method is one backend transaction, safe from any thread; storage
     failures surface as :class:`storage.StoreError`. Closing closes the backend.
+    Values are sealed (see the module docstring): opening an unsealed log seals
+    it; a damaged marker is :class:`storage.CorruptRecord`.
     """
 
     def __init__(self, backend: Backend) -> None:
-        self._backend = backend
+        self.raw_backend: Backend = raw_backend(backend)
+        self._backend: Backend = sealed(backend)
+        try:
+            open_layout(self.raw_backend)
+        except BaseException:
+            self.raw_backend.close()
+            raise
 
     def append(
         self, session_id: str, kind: str, at: float, run_id: str | None, data: dict[str, Any]
     ) -> HostEvent:
         def fn(txn: Txn) -> HostEvent:
-            raw = txn.get(_META, _seq_key(session_id))
-            seq = (int.from_bytes(raw, "big") if raw else 0) + 1
+            key = _seq_key(session_id)
+            raw = txn.get(_META, key)
+            seq = (_counter(key, raw) if raw else 0) + 1
             event = HostEvent(
                 seq=seq, session_id=session_id, kind=kind, at=at, run_id=run_id, data=data
             )
@@ -141,8 +191,8 @@ class BackendEventLog:
             if limit <= 0:
                 return out
             start = _key(session_id, max(after_seq, 0) + 1)
-            for _k, value in txn.scan(_EVENTS, prefix=_prefix(session_id), start=start):
-                out.append(_decoder.decode(value))
+            for key, value in txn.scan(_EVENTS, prefix=_prefix(session_id), start=start):
+                out.append(decode_event(key, value))
                 if len(out) >= limit:
                     break
             return out
@@ -151,15 +201,16 @@ class BackendEventLog:
 
     def last_seq(self, session_id: str) -> int:
         def fn(txn: Txn) -> int:
-            raw = txn.get(_META, _seq_key(session_id))
-            return int.from_bytes(raw, "big") if raw else 0
+            key = _seq_key(session_id)
+            raw = txn.get(_META, key)
+            return _counter(key, raw) if raw else 0
 
         return self._backend.read(fn)
 
     def next_generation(self) -> int:
         def fn(txn: Txn) -> int:
             raw = txn.get(_META, _GENERATION)
-            value = (int.from_bytes(raw, "big") if raw else 0) + 1
+            value = (_counter(_GENERATION, raw) if raw else 0) + 1
             txn.put(_META, _GENERATION, value.to_bytes(8, "big"))
             return value
 
@@ -177,7 +228,7 @@ class LmdbEventLog(BackendEventLog):
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        super().__init__(LmdbBackend(path, tables=(_EVENTS, _META)))
+        super().__init__(LmdbBackend(path, tables=TABLES))
 
 
 class PostgresEventLog(BackendEventLog):
@@ -202,10 +253,121 @@ class PostgresEventLog(BackendEventLog):
         super().__init__(
             PostgresBackend(
                 dsn,
-                tables=(_EVENTS, _META),
+                tables=TABLES,
                 schema=schema,
                 pool_size=pool_size,
                 connect_timeout=connect_timeout,
                 migrate=False,
             )
         )
+
+
+# -- layout and check ---------------------------------------------------------------------------
+
+
+def _layout_of(txn: Txn) -> int | None:
+    """The sealed layout marker's version (``None``: no marker, an unsealed log)."""
+    raw = txn.get(_META, _LAYOUT)
+    if raw is None:
+        return None
+    return _counter(_LAYOUT, unseal(_META, _LAYOUT, raw))
+
+
+def open_layout(raw: Backend) -> None:
+    """Seal an unsealed log (every value, one write transaction) and stamp its
+    marker; refuse a newer layout. Reads first: an open of a sealed log writes nothing."""
+    version = raw.read(_layout_of)
+    if version is None:
+
+        def migrate(txn: Txn) -> None:
+            if _layout_of(txn) is not None:  # another process sealed it meanwhile
+                return
+            for table in TABLES:
+                for key, value in list(txn.scan(table)):
+                    txn.put(table, key, seal(table, key, value))
+            txn.put(_META, _LAYOUT, seal(_META, _LAYOUT, EVENT_LOG_LAYOUT.to_bytes(8, "big")))
+
+        raw.write(migrate)
+        version = raw.read(_layout_of)
+    if version != EVENT_LOG_LAYOUT:
+        raise CorruptRecord(
+            f"the event log has layout {version}, newer than this code ({EVENT_LOG_LAYOUT})",
+            table=_META,
+            key=_LAYOUT,
+            reason="unknown layout",
+        )
+
+
+def _value_problem(table: str, key: bytes, raw: bytes) -> tuple[str, str] | None:
+    if not intact(table, key, raw):
+        return "checksum", "the stored bytes do not match their CRC-32"
+    data = unseal(table, key, raw)
+    try:
+        if table == _EVENTS:
+            decode_event(key, data)
+        elif not key.startswith(QUARANTINE_PREFIX):
+            _counter(key, data)
+    except CorruptRecord as exc:
+        return "undecodable", str(exc.fields.get("reason", exc.message))
+    return None
+
+
+def check_event_log(
+    raw: Backend, *, repair: bool = False, now_us: Callable[[], int] | None = None
+) -> tuple[int, list[Finding]]:
+    """Every value of the event log's tables in ``raw`` (the backend as stored,
+    seals included) checked: ``(values, findings)``.
+
+    With ``repair`` (then ``now_us``, the wall clock in microseconds, is needed),
+    each damaged value except the layout marker is moved to ``host_meta`` under
+    ``quarantine\0 table \0 key`` with its stored bytes, and a damaged counter is
+    rebuilt: a session's from its highest stored event, the fencing generation as
+    ``now_us()`` (above every counter value, so no generation is handed out twice).
+    The findings returned are those of a check run again afterwards.
+    """
+
+    def walk(txn: Txn) -> tuple[int, list[Finding]]:
+        count, findings = 0, []
+        for table in TABLES:
+            for key, value in txn.scan(table):
+                if table == _META and key.startswith(QUARANTINE_PREFIX):
+                    continue
+                count += 1
+                problem = _value_problem(table, key, value)
+                if problem is not None:
+                    findings.append(
+                        Finding(table=table, key=key, problem=problem[0], detail=problem[1])
+                    )
+        return count, findings
+
+    count, findings = raw.read(walk)
+    if not repair or not findings:
+        return count, findings
+    if now_us is None:
+        raise ValueError("repairing the event log needs now_us")
+    clock = now_us
+    raw.write(lambda txn: _move_aside(txn, [(f.table, f.key) for f in findings], clock))
+    return raw.read(walk)
+
+
+def _move_aside(txn: Txn, damaged: list[tuple[str, bytes]], now_us: Callable[[], int]) -> None:
+    for table, key in damaged:
+        value = txn.get(table, key)
+        if value is None or (table, key) == (_META, _LAYOUT):
+            continue
+        if _value_problem(table, key, value) is None:  # rewritten since the walk
+            continue
+        aside = QUARANTINE_PREFIX + table.encode("utf-8") + b"\0" + key
+        txn.put(_META, aside, seal(_META, aside, value))
+        txn.delete(table, key)
+        if table == _META and key == _GENERATION:
+            counter = now_us()
+        elif table == _META and key.startswith(b"seq\0"):
+            prefix = key[len(b"seq\0") :] + b"\0"
+            counter = max(
+                (int.from_bytes(k[-8:], "big") for k, _ in txn.scan(_EVENTS, prefix=prefix)),
+                default=0,
+            )
+        else:
+            continue
+        txn.put(_META, key, seal(_META, key, counter.to_bytes(8, "big")))

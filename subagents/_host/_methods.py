@@ -11,6 +11,7 @@ trusted operations and deliberately absent (see :mod:`subagents._host._trusted`)
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -128,6 +129,8 @@ class DiagnosticsResult(Result, frozen=True, kw_only=True):
     supervisors: list[SupervisorDiagnostics]
     uptime_seconds: float
     warnings: list[str]
+    build_commit: str = "unknown"
+    """The commit this host's code was built from (``+dirty``: with local changes)."""
 
 
 # -- catalog / profiles ---------------------------------------------------------------------
@@ -228,6 +231,50 @@ class RunSteerParams(Params, frozen=True, kw_only=True):
     steering_id: Id | None = None
 
 
+class RunFailure(msgspec.Struct, frozen=True, kw_only=True):
+    """Why a run failed, in safe public terms (never provider text or keys).
+
+    ``category``: ``model_error``, ``agent_error``, ``usage_limit``,
+    ``storage_error``, ``execution_error`` or ``host_process_lost``; ``reason``:
+    the provider's safe category when a model provider failed
+    (``model_not_found``, ``authentication``, ``rate_limited``, ``server_error``,
+    ``timeout``, ``invalid_request``, ``output_truncated``, ...); ``status``: its
+    HTTP status; ``provider``: ``openai-chat``, ``openai-responses``, ``anthropic``.
+    """
+
+    category: str
+    reason: str | None = None
+    status: int | None = None
+    provider: str | None = None
+
+    def describe(self) -> str:
+        """The one-line text a failed run keeps as its ``output_preview``:
+        ``model_error: model_not_found (openai-chat, HTTP 404)``."""
+        text = self.category if self.reason is None else f"{self.category}: {self.reason}"
+        where = [part for part in (self.provider, self.status and f"HTTP {self.status}") if part]
+        return f"{text} ({', '.join(where)})" if where else text
+
+
+_FAILURE_TEXT = re.compile(
+    r"(?P<category>[a-z_]+)(?:: (?P<reason>[a-z_]+))?"
+    r"(?: \((?:(?P<provider>[a-z][a-z0-9_.-]*))?(?:, )?(?:HTTP (?P<status>\d{3}))?\))?"
+)
+
+
+def parse_failure(text: str | None) -> RunFailure | None:
+    """The :class:`RunFailure` a failed run's preview says (``None``: not one of ours)."""
+    found = _FAILURE_TEXT.fullmatch(text or "")
+    if found is None:
+        return None
+    status = found["status"]
+    return RunFailure(
+        category=found["category"],
+        reason=found["reason"],
+        status=int(status) if status else None,
+        provider=found["provider"],
+    )
+
+
 class RunInfo(Result, frozen=True, kw_only=True):
     session_id: str
     run_id: str
@@ -242,6 +289,8 @@ class RunInfo(Result, frozen=True, kw_only=True):
     output_preview: str | None
     metadata: dict[str, str]
     idempotent_replay: bool = False
+    failure: RunFailure | None = None
+    """Set when the run failed: why, as typed fields (the preview says the same in words)."""
 
 
 class RunListResult(Result, frozen=True, kw_only=True):

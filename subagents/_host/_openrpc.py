@@ -2,18 +2,22 @@
 
 ``openrpc.json`` beside this module is the shipped copy; regenerate it with
 ``python -m subagents._host._openrpc`` after changing :mod:`._methods`
-(``tests/host/test_openrpc.py`` fails until the two agree).
+(``tests/host/test_openrpc.py`` fails until the two agree). The host serves it
+too: ``rpc.discover`` (the OpenRPC service-discovery method, no params, not
+listed among the document's own methods) answers with the shipped document.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from ._jsonrpc import ErrorCode
+from ._jsonrpc import Binding, Connection, ErrorCode
 from ._methods import METHODS, PROTOCOL_NAME, PROTOCOL_VERSION
 
 REF = "#/components/schemas/{name}"
@@ -96,6 +100,31 @@ def build_openrpc() -> dict[str, Any]:
             "errors": errors,
         },
     }
+
+
+DISCOVER = "rpc.discover"
+"""The OpenRPC service-discovery method (answered on every transport)."""
+DOCUMENT_PATH = Path(__file__).with_name("openrpc.json")
+
+
+class DiscoverParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``rpc.discover`` takes no params."""
+
+
+@cache
+def shipped_document() -> dict[str, Any]:
+    """The shipped ``openrpc.json``, parsed once."""
+    document: dict[str, Any] = json.loads(DOCUMENT_PATH.read_text(encoding="utf-8"))
+    return document
+
+
+async def _discover(params: DiscoverParams, conn: Connection) -> dict[str, Any]:
+    return shipped_document()
+
+
+def discover_binding() -> Binding:
+    """The ``rpc.discover`` binding: the shipped OpenRPC document."""
+    return Binding(params=DiscoverParams, handler=_discover)
 
 
 def render() -> str:

@@ -23,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from actors import (
     BackgroundSubagentSupervisor,
     ChildControl,
@@ -40,6 +42,7 @@ from storage import (
     AttemptRecord,
     Clock,
     Conflict,
+    CorruptRecord,
     Delivered,
     DeliveryClaimed,
     IdempotencyConflict,
@@ -57,16 +60,20 @@ from storage import (
     StorageFull,
     StoreError,
 )
+from storage.admin import printable_key
 
-from .._agent import Agent, AgentContext
+from .._agent import Agent
+from .._agent._context import AgentContext
+from .._agent._ids import RunId
 from .._agent._models import Model
 from .._agent._tools import Tool
 from .._delegation._background import _LAUNCH_KEY
 from .._delegation._config import SubagentDelegationMode
 from .._delegation._delivery import DURABLE_RUN_KEY
-from .._errors import AgentError, ModelError, UsageLimitExceeded
+from .._errors import AgentError, ModelError, ProviderError, UsageLimitExceeded
 from .._specs._agent_spec import ModelProviderRegistry, default_model_providers
 from ._agents import AgentFactory
+from ._buildinfo import build_commit
 from ._config import HostConfig, ProfileConfig
 from ._delegation import ASYNC, DISABLED
 from ._eventlog import EventLog
@@ -91,6 +98,7 @@ from ._methods import (
     InitializeResult,
     ProfileGetParams,
     ProfileInfo,
+    RunFailure,
     RunInfo,
     RunInterruptParams,
     RunListResult,
@@ -108,6 +116,7 @@ from ._methods import (
     ShutdownResult,
     SubagentInfo,
     SupervisorDiagnostics,
+    parse_failure,
 )
 from ._steering import SteeredModel
 
@@ -158,6 +167,16 @@ def map_store_error(exc: Exception) -> RpcError | None:
         if isinstance(exc, kind):
             detail = getattr(exc, "message", "") or message
             return RpcError(code, f"{message}: {detail}" if detail != message else message)
+    if isinstance(exc, CorruptRecord) and isinstance(exc.fields.get("table"), str):
+        # One damaged value: the client learns which, the operator how to fix it.
+        table, key = exc.fields["table"], exc.fields.get("key")
+        shown = printable_key(key) if isinstance(key, bytes) else str(key or "")
+        log.error("damaged value: %s (run subagents db check)", exc)
+        return RpcError(
+            ErrorCode.SERVER_ERROR,
+            f"a stored value is damaged (table {table}); run subagents db check",
+            {"reason": "corrupt_record", "table": table, "key": shown},
+        )
     if isinstance(exc, StoreError):
         log.error("storage failure: %s", exc)
         return RpcError(ErrorCode.SERVER_ERROR, "durable storage operation failed")
@@ -175,6 +194,21 @@ def failure_category(exc: BaseException) -> str:
     if isinstance(exc, StoreError):
         return "storage_error"
     return "execution_error"
+
+
+def run_failure(exc: BaseException) -> RunFailure:
+    """Why a run failed, as safe typed fields: the category, and for a model
+    provider's failure its safe reason, HTTP status and provider name."""
+    category = failure_category(exc)
+    if isinstance(exc, ProviderError):
+        status, provider = getattr(exc, "status", None), getattr(exc, "provider", None)
+        return RunFailure(
+            category=category,
+            reason=str(getattr(exc, "category", "provider_error")),
+            status=status if isinstance(status, int) else None,
+            provider=provider if isinstance(provider, str) else None,
+        )
+    return RunFailure(category=category)
 
 
 def _truncate(text: str, limit: int) -> str:
@@ -362,7 +396,7 @@ class HostService:
         try:
             result = run.result()
         except Exception as exc:
-            return ChildOutcome.failed(failure_category(exc))
+            return ChildOutcome.failed(run_failure(exc).describe())
         return ChildOutcome.completed(result.output, child_run_id=result.run_id.as_str())
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -459,7 +493,12 @@ class HostService:
             except StoreError as exc:
                 log.info("run %s not reconciled: %s", run.run_id, exc)
                 continue
-            self.emit(run.session_id, "run.failed", run.run_id, {"error": "host_process_lost"})
+            self.emit(
+                run.session_id,
+                "run.failed",
+                run.run_id,
+                {"error": "host_process_lost", "failure": {"category": "host_process_lost"}},
+            )
 
     def _continuation_profile(self, session_id: str, parent_run_id: str) -> str | None:
         """The profile a continuation runs with, or ``None`` when it is suppressed.
@@ -673,6 +712,9 @@ class HostService:
             output_preview=record.output_preview,
             metadata=dict(record.metadata),
             idempotent_replay=replay,
+            failure=(
+                parse_failure(record.output_preview) if record.status is RunStatus.FAILED else None
+            ),
         )
 
     def session(self, session_id: str) -> SessionRecord:
@@ -737,6 +779,7 @@ class HostService:
             supervisors=supervisors,
             uptime_seconds=round(time.monotonic() - self._started_at, 3),
             warnings=list(self.warnings),
+            build_commit=build_commit(),
         )
 
     # -- methods: catalog ---------------------------------------------------------------------
@@ -956,17 +999,21 @@ class HostService:
                     prompt += self._waiting_results(run)
                 agent = self.build_agent(profile, run.session_id, live)
                 # Results this run takes (wait_subagent, its next turns) are claimed
-                # for it; its terminal transition acknowledges or releases them.
+                # for it; its terminal transition acknowledges or releases them. The
+                # SDK run takes the durable run's id, so an attempt's parent_run_id
+                # names a run the client sees in run.list.
                 context = AgentContext(metadata={DURABLE_RUN_KEY: run.run_id})
-                result = await agent.run(prompt, context)
+                result = await agent._run_core(
+                    prompt, context, None, None, run_id=RunId.from_string(run.run_id)
+                )
             except asyncio.CancelledError:
                 self._finish(run, live, RunStatus.CANCELLED, live.interrupt_reason or "interrupted")
                 return
             except (Exception, RpcError) as exc:
-                category = failure_category(exc)
+                failure = run_failure(exc)
                 if not isinstance(exc, SubagentsError | RpcError | StoreError):
                     log.exception("run %s failed", run.run_id)
-                self._finish(run, live, RunStatus.FAILED, category)
+                self._finish(run, live, RunStatus.FAILED, failure.describe())
                 return
             self._finish(run, live, RunStatus.COMPLETED, result.output)
         finally:
@@ -1019,6 +1066,9 @@ class HostService:
         }[status]
         key = {RunStatus.COMPLETED: "output", RunStatus.FAILED: "error"}.get(status, "reason")
         data: dict[str, Any] = {key: preview}
+        failure = parse_failure(preview) if status is RunStatus.FAILED else None
+        if failure is not None:
+            data["failure"] = msgspec.to_builtins(failure)
         if live.steering:  # queued after the run's last turn: it never reached the model
             data["undelivered_steering"] = len(live.steering)
         self.emit(run.session_id, kind, run.run_id, data)
@@ -1169,8 +1219,11 @@ class HostService:
 
     def dispatcher(self) -> Dispatcher:
         """A JSON-RPC dispatcher over this service, with the configured frame limits."""
+        # Imported here: ``python -m subagents._host._openrpc`` imports this module first.
+        from ._openrpc import DISCOVER, discover_binding  # noqa: PLC0415
+
         return Dispatcher(
-            self.bindings(),
+            {**self.bindings(), DISCOVER: discover_binding()},
             max_request_bytes=self.config.host.max_request_bytes,
             max_batch=self.config.host.max_batch,
             map_error=map_store_error,

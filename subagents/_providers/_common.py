@@ -33,15 +33,20 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextlib
 import importlib
 import inspect
 import logging
 import os
 import random as _random
 import re
+import shlex
 import threading
 import time
+import tomllib
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from importlib import metadata
+from pathlib import Path
 from typing import Any, ClassVar
 
 import msgspec
@@ -188,14 +193,52 @@ def _check_policy(policy: RetryPolicy) -> None:
 # ---------------------------------------------------------------- the base model
 
 
+_SOURCE_ROOT = Path(__file__).resolve().parents[2]
+_EXTRA_MARKER = re.compile(r"""^(?P<req>[^;]+);\s*extra\s*==\s*["'](?P<extra>[^"']+)["']\s*$""")
+
+
+def extra_requirements(extra: str) -> list[str]:
+    """The requirements of the distribution's ``extra``, as declared: the source
+    tree's ``pyproject.toml`` when this code runs from one, else the installed
+    metadata (``[]``: no such extra)."""
+    pyproject = _SOURCE_ROOT / "pyproject.toml"
+    if pyproject.is_file():
+        with contextlib.suppress(OSError, ValueError):
+            project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
+            if project.get("name") == "subagents":
+                found = project.get("optional-dependencies", {}).get(extra, [])
+                return [str(requirement) for requirement in found]
+    try:
+        declared = metadata.requires("subagents") or []
+    except metadata.PackageNotFoundError:
+        return []
+    out = []
+    for line in declared:
+        marked = _EXTRA_MARKER.match(line)
+        if marked is not None and marked["extra"] == extra:
+            out.append(marked["req"].strip())
+    return out
+
+
+def install_command(extra: str) -> str:
+    """The exact command that installs what the ``extra`` adds, whether subagents
+    came from a clone (editable or not) or a package index: ``pip install`` of the
+    extra's own requirements (so the installed subagents is left as it is)."""
+    requirements = extra_requirements(extra)
+    if not requirements:
+        return f"pip install {shlex.quote(f'subagents[{extra}]')}"
+    return "pip install " + " ".join(shlex.quote(r) for r in requirements)
+
+
 def import_sdk(module: str, *, provider: str, extra: str) -> Any:
-    """Import a provider SDK, or raise :class:`ProviderNotInstalled` naming the extra."""
+    """Import a provider SDK, or raise :class:`ProviderNotInstalled` naming the extra
+    and the exact command that installs it (:func:`install_command`)."""
     try:
         return importlib.import_module(module)
     except ImportError:
         raise ProviderNotInstalled(
-            f"the {provider} provider needs the {module!r} package: "
-            f"pip install 'subagents[{extra}]'",
+            f"the {provider} provider needs the {module!r} package ({extra} extra): "
+            f"{install_command(extra)}",
             provider=provider,
             model="",
             extra=extra,

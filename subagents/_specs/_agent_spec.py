@@ -18,6 +18,9 @@ built-in ``test`` provider (no network, deterministic) understands:
 - ``test:echo``: a model that answers the latest user prompt, verbatim;
 - ``test`` or ``test:``: a :class:`TestModel` that answers ``"test"``.
 
+The built-in ``script`` provider's models delegate offline (``script:parent``,
+``script:worker=NAME``, ``script:gated=NAME``; see :mod:`subagents._providers._script`).
+
 Real providers (OpenAI, Anthropic, ...) register themselves into
 :func:`default_model_providers`, the process-wide registry every
 :class:`AgentSpecRegistry` uses unless given another.
@@ -50,6 +53,8 @@ from .._errors import (
     UnknownEnvironmentProvider,
 )
 from .._providers import register_providers
+from .._providers._script import PROVIDER as SCRIPT_PROVIDER
+from .._providers._script import make_script_model
 
 ModelFactory = Callable[[str, dict[str, Any]], Model]
 """Builds a model from the part of the id after ``provider:`` and the merged settings."""
@@ -212,7 +217,9 @@ def make_test_model(model_name: str, settings: dict[str, Any]) -> Model:
     )
 
 
-_DEFAULT_PROVIDERS = ModelProviderRegistry({"test": make_test_model})
+_DEFAULT_PROVIDERS = ModelProviderRegistry(
+    {"test": make_test_model, SCRIPT_PROVIDER: make_script_model}
+)
 # Real providers (openai-chat, openai-responses, anthropic); their SDKs load lazily.
 register_providers(_DEFAULT_PROVIDERS.register)
 

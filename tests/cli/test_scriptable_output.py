@@ -36,7 +36,7 @@ def test_version_is_the_package_version() -> None:
     proc = run_cli("--version")
     assert proc.returncode == 0, proc.stderr
     declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
-    assert proc.stdout.strip() == f"subagents {declared}"
+    assert proc.stdout.strip().startswith(f"subagents {declared} (commit ")
 
 
 def test_attempts_list_and_show_as_json(tmp_path: Path) -> None:

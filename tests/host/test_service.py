@@ -177,7 +177,8 @@ async def test_failure_text_is_reduced_to_a_category(
     await client.result("session.create", {"session_id": "s1", "profile": "broken"})
     run = await client.result("run.start", {"session_id": "s1", "input": "go"})
     event = await wait_event(service, "s1", "run.failed", run["run_id"])
-    assert event.data == {"error": "model_error"}
+    failure = {"category": "model_error", "reason": None, "status": None, "provider": None}
+    assert event.data == {"error": "model_error", "failure": failure}
     status = await client.result("run.status", {"session_id": "s1", "run_id": run["run_id"]})
     assert status["status"] == "failed"
     assert "secret" not in str(status)

@@ -176,10 +176,15 @@ class Demo:
 
     def restart(self) -> HostProcess:
         with self.step("restart: host #2 (another owner) opens the same data dir"):
+            # Stamped before the process starts: it reconciles while it starts, so a
+            # stamp taken once it answers would land after the reconciliation it did.
+            launched = time.time()
             host = self.start_host("demo-host-2")
             last = max((e.seq for e in self.hosts[0].events), default=0)
             host.call("events.subscribe", {"session_id": SESSION, "after_seq": last})
-            self.note("debugger", "host restarted", f"pid {host.pid}, owner demo-host-2")
+            self.notes.append(
+                (launched, "debugger", "host restarted", f"pid {host.pid}, owner demo-host-2")
+            )
         self.say(f"pid {host.pid}, owner demo-host-2")
         return host
 
