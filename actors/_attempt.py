@@ -83,7 +83,7 @@ from ._messages import (
 )
 from ._record_view import RecordView
 from ._results import CancelResult, SteerReceipt
-from ._runtime import ClosableInbox, Runtime
+from ._runtime import ClosableInbox, PooledActor, Runtime
 
 log = logging.getLogger("subagents.actors")
 
@@ -195,7 +195,7 @@ class _ChildTask:
             self.tell(ChildFinished(outcome=task.result(), error=None, cancelled=False))
 
 
-class AttemptActor(pykka.ThreadingActor):
+class AttemptActor(PooledActor):
     """The owner of one live attempt. Only its own thread touches its state.
 
     Where the attempt is lives in one place: its :data:`~actors._machines.ATTEMPT`
@@ -223,6 +223,7 @@ class AttemptActor(pykka.ThreadingActor):
         self.actor_inbox = ClosableInbox()
         self.actor_stopped = threading.Event()
         self._actor_ref = pykka.ActorRef(self)
+        self.pool = runtime.pools.actors  # runs on the host's actor pool (no thread of its own)
         self.view = view
         self.rt = runtime
         self.record = record
@@ -281,11 +282,6 @@ class AttemptActor(pykka.ThreadingActor):
     # -- pykka hooks -------------------------------------------------------------------------
 
     _create_actor_inbox = ClosableInbox
-
-    def _start_actor_loop(self) -> None:
-        # pykka's extension point: run this actor's loop on a reused thread (starting a
-        # thread costs more than an attempt's own work). One loop per thread at a time.
-        self.rt.actor_threads.run(self._actor_loop)
 
     def on_start(self) -> None:
         self.thread = threading.current_thread()
