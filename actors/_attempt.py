@@ -252,6 +252,14 @@ class AttemptActor(PooledActor):
         self.context_delta: Any = None
         self.usage: dict[str, Any] = {}
         self.thread: threading.Thread | None = None
+        self.slot_held = True  # the host-wide live-attempt slot the supervisor reserved
+
+    def _release_slot(self) -> None:
+        """Give the host-wide slot back, once: as the attempt ends (before anyone sees
+        the end, so a waiter that saw it may delegate again at once), or as it stops."""
+        if self.slot_held:
+            self.slot_held = False
+            self.rt.pools.release_attempt()
 
     # -- the lifecycle -----------------------------------------------------------------------
 
@@ -289,6 +297,7 @@ class AttemptActor(PooledActor):
     def on_stop(self) -> None:
         # Nothing touches the machine once the actor stopped: lend it to the next attempt.
         self.rt.machines.release(self.model, self.machine)
+        self._release_slot()  # stopped before its end (shutdown)
         # From now on the supervisor answers whatever still reaches this attempt.
         inbox = self.actor_inbox
         assert isinstance(inbox, ClosableInbox)
@@ -805,6 +814,7 @@ class AttemptActor(PooledActor):
         # table (anything that goes through its mailbox after this sees the end); then
         # the waiters, whom this wakes directly.
         rt.deltas.put(self.attempt_id, self.context_delta, news.usage)
+        self._release_slot()
         view = self.view
         if view is None:
             self.supervisor.tell(news)
@@ -975,6 +985,7 @@ class AttemptActor(PooledActor):
         self.control.request_cancel("owner lease lost")
         if child_running:
             self._abort_task()
+        self._release_slot()
         self.supervisor.tell(
             AttemptLost(
                 attempt_id=self.attempt_id,

@@ -287,7 +287,9 @@ class SupervisorActor(PooledActor):
         runner = self._admit(req)
         rt = self.rt
         agent_id = req.agent_id or f"{req.subagent_name}-bg-{rt.ids.token_hex(4)}"
-        rt.pools.reserve_attempt()  # the host-wide bound: HostBusy, nothing accepted
+        # The host-wide bound: HostBusy, nothing accepted. The attempt's actor gives the
+        # slot back as it stops (its end needs no wake-up of this actor).
+        rt.pools.reserve_attempt()
         try:
             stored = self._accept(req, agent_id)
         except BaseException:
@@ -601,7 +603,6 @@ class SupervisorActor(PooledActor):
 
     def _retire(self, entry: _Entry) -> None:
         self.active.pop(entry.attempt_id, None)
-        self.rt.pools.release_attempt()
         if entry.view.ended is None:  # a terminal attempt ended its view itself
             entry.view.end(entry.state)
         self.ended_order.append(entry.attempt_id)

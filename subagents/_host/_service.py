@@ -30,7 +30,9 @@ from actors import (
     ChildRequest,
     Deliverer,
     OwnerIdentity,
+    PoolLimits,
     SupervisorLimits,
+    SupervisorPools,
 )
 from statemachines import RunStatus, SessionStatus, SubagentsError
 from storage import (
@@ -245,6 +247,17 @@ class HostService:
         self._closers = list(closers or [])
         self._runs: dict[tuple[str, str], _LiveRun] = {}
         self._supervisors: dict[str, BackgroundSubagentSupervisor] = {}
+        # Every session's supervisor shares these threads (sized by [host]); an idle one
+        # holds none. Stopped by close(), after every supervisor's own shutdown.
+        host = config.host
+        self.pools = SupervisorPools(
+            PoolLimits(
+                actor_threads=host.actor_threads,
+                heartbeat_threads=host.heartbeat_threads,
+                delivery_threads=host.delivery_threads,
+                max_live_attempts=host.max_live_attempts,
+            )
+        )
         # The delivery engine the supervisors use, for the continuations this host admits.
         self.deliverer = Deliverer(store=store, ids=self.ids, namespace_id=self.namespace_id)
         self._subscriptions: dict[str, tuple[str, Callable[[HostEvent], None]]] = {}
@@ -324,6 +337,7 @@ class HostService:
             limits=SupervisorLimits(lease_ttl=self.lease_ttl),
             clock=self.clock,
             ids=self.ids,
+            pools=self.pools,
         )
         self._supervisors[session_id] = supervisor
         return supervisor
@@ -558,6 +572,7 @@ class HostService:
                 log.warning("supervisor %s did not shut down cleanly: %s", session_id, exc)
 
         await asyncio.gather(*(stop(sid, sup) for sid, sup in list(self._supervisors.items())))
+        await self._stop_pools(deadline)
         self._closed = True
         with contextlib.suppress(StoreError):
             self.store.reconcile(self.namespace_id)
@@ -567,6 +582,14 @@ class HostService:
                 closer()
             except Exception:
                 log.exception("closing a host resource failed")
+
+    async def _stop_pools(self, deadline: float) -> None:
+        """End the shared threads within the shutdown deadline (on a thread of its own:
+        joining threads never blocks the loop)."""
+        remaining = max(0.0, deadline - time.monotonic())
+        stopped = await asyncio.to_thread(self.pools.stop, remaining)
+        if not stopped:
+            log.warning("some supervisor threads did not end within the shutdown deadline")
 
     # -- events -------------------------------------------------------------------------------
 
