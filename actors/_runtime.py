@@ -422,6 +422,9 @@ class SupervisorPools:
         self._delivery: WorkerPool | None = None
         self._closed = False
         self.live_attempts = 0
+        self.ended_attempts = 0
+        """Attempts that ended (or stopped) so far: a host polls it to learn, without
+        any callback, that something ended since it last looked."""
 
     def _start(self) -> None:
         with self._lock:
@@ -478,6 +481,8 @@ class SupervisorPools:
     def release_attempt(self) -> None:
         with self._lock:
             self.live_attempts = max(0, self.live_attempts - 1)
+            self.ended_attempts += 1
+
 
     def threads(self) -> list[threading.Thread]:
         """Every thread the pools started (live or ended)."""

@@ -120,6 +120,13 @@ MAX_INPUT_BYTES = 64 * 1024
 MAX_STEERING_BYTES = 16 * 1024
 MAX_QUEUED_STEERING = 32
 FULL_SCAN_TICKS = 60
+SWEEP_TICKS = 10
+"""Ticks between two sweeps (retention expiry and the namespace's pending results) while
+nothing happens on this host. A sweep costs what the namespace retains (every session
+with a retained result), so an idle host sweeps every ``SWEEP_TICKS`` ticks, not every
+tick; an attempt that ended here, a run that started or ended here, or a reconciliation
+that changed a record makes the next tick sweep. ``maintain()`` called directly always
+sweeps."""
 _TERMINAL_RUN = {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED}
 
 
@@ -265,6 +272,9 @@ class HostService:
         self._closed = False
         self._tick: asyncio.Task[None] | None = None
         self._passes = 0
+        self._quiet_ticks = 0  # ticks since the last sweep
+        self._swept_ended = 0  # pools.ended_attempts at the last sweep
+        self._swept_runs: frozenset[tuple[str, str]] = frozenset()  # live runs then
         self._watched: set[tuple[str, str]] = set()
         self._started_at = time.monotonic()
         self.shutdown_requested = asyncio.Event()
@@ -380,20 +390,38 @@ class HostService:
         while True:
             await asyncio.sleep(self.tick_seconds)
             try:
-                await self.maintain()
+                await self.maintain(sweep=self._sweep_due())
             except Exception:
                 log.exception("maintenance tick failed")
 
-    async def maintain(self) -> None:
-        """One reconciliation pass: lost runs, lost attempts, retention, continuations."""
+    def _sweep_due(self) -> bool:
+        """Whether this tick sweeps: something happened here since the last sweep, or
+        ``SWEEP_TICKS`` ticks went by (the backstop for what other hosts did)."""
+        self._quiet_ticks += 1
+        return (
+            self._quiet_ticks >= SWEEP_TICKS
+            or self.pools.ended_attempts != self._swept_ended
+            or frozenset(self._runs) != self._swept_runs
+        )
+
+    async def maintain(self, *, sweep: bool = True) -> None:
+        """One reconciliation pass: lost runs, lost attempts, then (``sweep``) retention
+        and continuations."""
         if self._closed:
             return
         self._reconcile_runs()
         try:
-            self.store.reconcile(self.namespace_id)
-            self.store.expire_retention(self.namespace_id)
+            sweep = bool(self.store.reconcile(self.namespace_id)) or sweep
+            if sweep:
+                self.store.expire_retention(self.namespace_id)
         except StoreError as exc:
             log.warning("store reconciliation failed: %s", exc)
+        if not sweep:
+            return
+        # Read before the sweep: whatever ends while it runs makes the next tick sweep.
+        self._quiet_ticks = 0
+        self._swept_ended = self.pools.ended_attempts
+        self._swept_runs = frozenset(self._runs)
         if self._accepting:
             self._admit_continuations()
 

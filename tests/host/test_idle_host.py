@@ -13,6 +13,7 @@ from host_helpers import CONFIG, memory_service
 
 from subagents import HostConfigError
 from subagents._host import parse_host_config
+from subagents._host._service import SWEEP_TICKS
 
 SESSIONS = 300
 POOLS = """
@@ -78,3 +79,19 @@ def test_the_pool_bounds_reach_the_shared_pools() -> None:
     limits = service.pools.limits
     assert (limits.actor_threads, limits.heartbeat_threads, limits.delivery_threads) == (3, 1, 1)
     assert limits.max_live_attempts == 7
+
+
+async def test_an_idle_host_sweeps_every_few_ticks_and_at_once_after_an_end() -> None:
+    service = memory_service(CONFIG)  # not started: the ticks are driven here
+    try:
+        await service.maintain()  # a direct call always sweeps
+        assert [service._sweep_due() for _ in range(SWEEP_TICKS - 1)] == [False] * 9
+        assert service._sweep_due()  # the backstop for what other hosts did
+        await service.maintain(sweep=True)
+        assert not service._sweep_due()
+        supervisor = service.supervisor("session-1")
+        accepted = await supervisor.delegate("research", "task")
+        assert (await supervisor.wait(accepted.attempt_id, 10)).status == "completed"
+        assert service._sweep_due()  # an attempt ended here: the next tick sweeps
+    finally:
+        await service.close()
