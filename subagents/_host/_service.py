@@ -120,6 +120,8 @@ MAX_INPUT_BYTES = 64 * 1024
 MAX_STEERING_BYTES = 16 * 1024
 MAX_QUEUED_STEERING = 32
 FULL_SCAN_TICKS = 60
+REPLAY_PAGE = 500
+"""Events read from the log per transaction while a subscriber catches up."""
 SWEEP_TICKS = 10
 """Ticks between two sweeps (retention expiry and the namespace's pending results) while
 nothing happens on this host. A sweep costs what the namespace retains (every session
@@ -1131,14 +1133,40 @@ class HostService:
             )
 
         last = self.events.last_seq(params.session_id)
-        if params.after_seq is not None:
-            for event in self.events.replay(params.session_id, params.after_seq, 10_000):
-                deliver(event)
-        self.add_listener(params.session_id, deliver, sub_id)
         conn.subscriptions.add(sub_id)
+        if params.after_seq is not None:
+            self._replay_backlog(
+                params.session_id, params.after_seq, last, deliver=deliver, conn=conn, sub_id=sub_id
+            )
+        if sub_id in conn.subscriptions:  # not cut while it replayed
+            self.add_listener(params.session_id, deliver, sub_id)
         return EventsSubscribeResult(
             subscription_id=sub_id, session_id=params.session_id, next_seq=last
         )
+
+    def _replay_backlog(
+        self,
+        session_id: str,
+        after: int,
+        last: int,
+        *,
+        deliver: Callable[[HostEvent], None],
+        conn: Connection,
+        sub_id: str,
+    ) -> None:
+        """Every committed event in ``(after, last]``, page by page, however long the
+        backlog (no gap before the live events). Runs on the loop without yielding, so
+        no live event slips between the backlog and the listener; stops early once the
+        transport cut the subscription (its buffer is full: it resumes with after_seq)."""
+        while after < last and sub_id in conn.subscriptions:
+            page = self.events.replay(session_id, after, min(REPLAY_PAGE, last - after))
+            if not page:
+                return
+            for event in page:
+                if sub_id not in conn.subscriptions:
+                    return
+                deliver(event)
+            after = page[-1].seq
 
     async def events_unsubscribe(
         self, params: EventsUnsubscribeParams, conn: Connection
