@@ -421,6 +421,9 @@ class SupervisorPools:
         self._heartbeats: WorkerPool | None = None
         self._delivery: WorkerPool | None = None
         self._closed = False
+        self.machines = MachinePool()
+        """Idle attempt machines, lent to the next attempt of any session (an idle
+        session keeps none: a ``transitions`` machine is about 16 KiB)."""
         self.live_attempts = 0
         self.ended_attempts = 0
         """Attempts that ended (or stopped) so far: a host polls it to learn, without

@@ -899,6 +899,7 @@ class BackgroundSubagentSupervisor:
                 session_id=self.session_id,
                 loop=pools.loop,
                 pools=pools,
+                machines=pools.machines,
                 deltas=self.deltas,
             )
             self._ref = SupervisorActor.start(
