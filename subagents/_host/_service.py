@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -122,6 +123,8 @@ MAX_QUEUED_STEERING = 32
 FULL_SCAN_TICKS = 60
 REPLAY_PAGE = 500
 """Events read from the log per transaction while a subscriber catches up."""
+CLOSE_THREADS = 8
+"""Threads that shut the supervisors down when the host closes (whatever their number)."""
 SWEEP_TICKS = 10
 """Ticks between two sweeps (retention expiry and the namespace's pending results) while
 nothing happens on this host. A sweep costs what the namespace retains (every session
@@ -595,13 +598,7 @@ class HostService:
         if tasks:
             await asyncio.wait(tasks, timeout=max(0.0, deadline - time.monotonic()))
 
-        async def stop(session_id: str, supervisor: BackgroundSubagentSupervisor) -> None:
-            try:
-                await supervisor.shutdown_checked(max(0.0, deadline - time.monotonic()))
-            except Exception as exc:
-                log.warning("supervisor %s did not shut down cleanly: %s", session_id, exc)
-
-        await asyncio.gather(*(stop(sid, sup) for sid, sup in list(self._supervisors.items())))
+        await asyncio.to_thread(self._stop_supervisors, deadline)
         await self._stop_pools(deadline)
         self._closed = True
         with contextlib.suppress(StoreError):
@@ -612,6 +609,33 @@ class HostService:
                 closer()
             except Exception:
                 log.exception("closing a host resource failed")
+
+    def _stop_supervisors(self, deadline: float) -> None:
+        """Every supervisor's checked shutdown under ``deadline``, on at most
+        ``CLOSE_THREADS`` threads (one thread per session would be thousands at once:
+        an idle supervisor stops in well under a millisecond)."""
+        todo = list(self._supervisors.items())
+        lock = threading.Lock()
+
+        def worker() -> None:
+            while True:
+                with lock:
+                    if not todo:
+                        return
+                    session_id, supervisor = todo.pop()
+                try:
+                    supervisor.shutdown_checked_sync(max(0.0, deadline - time.monotonic()))
+                except Exception as exc:
+                    log.warning("supervisor %s did not shut down cleanly: %s", session_id, exc)
+
+        threads = [
+            threading.Thread(target=worker, name=f"subagents-close-{n}")
+            for n in range(min(CLOSE_THREADS, len(todo)))
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
 
     async def _stop_pools(self, deadline: float) -> None:
         """End the shared threads within the shutdown deadline (on a thread of its own:
