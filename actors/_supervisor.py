@@ -69,7 +69,7 @@ from storage import (
 from ._attempt import AttemptActor
 from ._buffered_random_ids import BufferedRandomIds
 from ._child import ChildRequest, ChildRunner
-from ._config import OwnerIdentity, SupervisorLimits
+from ._config import OwnerIdentity, PoolLimits, SupervisorLimits
 from ._delivery import Deliverer, DeltaBox
 from ._errors import BackgroundSubagentError
 from ._messages import (
@@ -847,7 +847,9 @@ class BackgroundSubagentSupervisor:
         # A host shares one set of pools between its supervisors (and stops it itself);
         # without one the supervisor owns a private set, stopped by its shutdown.
         self._own_pools = pools is None
-        self.pools = pools or SupervisorPools(loop=loop)
+        # A private set never bounds live attempts below this supervisor's own limit.
+        own = PoolLimits(max_live_attempts=max(1024, self.limits.max_active_attempts))
+        self.pools = pools or SupervisorPools(own, loop=loop)
         self.deltas = DeltaBox()
         self.deliverer = Deliverer(
             store=self.store,
