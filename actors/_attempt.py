@@ -298,6 +298,14 @@ class AttemptActor(PooledActor):
         # Nothing touches the machine once the actor stopped: lend it to the next attempt.
         self.rt.machines.release(self.model, self.machine)
         self._release_slot()  # stopped before its end (shutdown)
+        # The supervisor's table keeps this actor's ref until the supervisor next wakes
+        # (for an idle session: as long as the host runs). A stopped actor needs only
+        # its ref and its closed inbox: drop the rest (the child, its control, steering,
+        # the delta, the commit) so an idle session does not hold its last attempt.
+        self.child = self.control = self.view = None  # type: ignore[assignment]
+        self.context_delta = self.pending = self.decision = self.renewal = None
+        self.ops.clear()
+        self.usage, self.cancellations, self.steering_receipts = {}, {}, {}
         # From now on the supervisor answers whatever still reaches this attempt.
         inbox = self.actor_inbox
         assert isinstance(inbox, ClosableInbox)

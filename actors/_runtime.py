@@ -486,7 +486,6 @@ class SupervisorPools:
             self.live_attempts = max(0, self.live_attempts - 1)
             self.ended_attempts += 1
 
-
     def threads(self) -> list[threading.Thread]:
         """Every thread the pools started (live or ended)."""
         with self._lock:
