@@ -4,12 +4,24 @@ A result reaches its consumer through the completion callback, a ``wait``, the
 parent's next turn (:meth:`Deliverer.take_pending`) or a continuation run the
 host admits for it (:meth:`Deliverer.admit_continuation`), whichever claims it
 first in the store; the store's claim is the only arbiter, so the others see
-``DeliveryClaimed`` or ``Delivered``. Every store call about a delivery goes
-through one replay rule (:func:`replayed`): only exact replays are retried,
-which the store answers with Ok (or the same receipt) when the first try
-applied and its response was lost. The child's context delta lives in memory
-(:class:`DeltaBox`) from the moment the terminal state is persisted and is
-handed out with the one delivery that acknowledges the claim.
+``DeliveryClaimed`` or ``Delivered``.
+
+Delivered means consumed. When the consumer is a durable run (a host's run
+waiting in-band, at its next turn, a continuation run, an explicit
+``run.start``) the claim names that run (``DeliveryClaim.continuation_run_id``)
+and this engine never acknowledges it: the run's own terminal transition in
+the store does, in the same transaction (``completed`` acknowledges;
+``failed``/``cancelled`` release with suppression of automatic continuation; a
+lost admission lease releases without), so a consumer that dies never takes
+the result with it. A consumer without a durable run (an in-process SDK parent,
+the completion callback) keeps claim, hand-off, acknowledge in one go.
+
+Every store call about a delivery goes through one replay rule
+(:func:`replayed`): only exact replays are retried, which the store answers
+with Ok (or the same receipt) when the first try applied and its response was
+lost. The child's context delta lives in memory (:class:`DeltaBox`) from the
+moment the terminal state is persisted and is handed out once, with the
+delivery that hands the result over.
 """
 
 from __future__ import annotations
@@ -58,8 +70,12 @@ DELIVERY_RETRIES = 8
 """Tries of one claim, acknowledgement or release before its failure surfaces."""
 VERDICTS = (Delivered, DeliveryClaimed, Conflict, NotFound)
 """Store answers about the delivery itself: never retried."""
-CONTINUATION_CLAIM_SECONDS = 30.0
-"""How long a continuation admission's claim lives (the store links the run at once)."""
+RUN_CLAIM_SECONDS = 1.0
+"""The deadline of a claim linked to a durable consumer run (a wait or turn of a
+host's run, :meth:`Deliverer.claim_for_run`, a continuation admission). Short on
+purpose: past it the store keeps the claim only while the run is live under its
+admission lease, so once the run's host is gone the reconciler releases the
+result, without suppression, as soon as the lease has lapsed."""
 CONTINUATION_REPLAYS = 3
 """How often a continuation admission whose response was lost is replayed at once."""
 
@@ -71,12 +87,14 @@ def replayed(
     pause: float,
     transient: Callable[[StoreError], bool],
     on_replay: Callable[[], None] | None = None,
+    sleep: Callable[[float], object] = time.sleep,
 ) -> T:
     """``call()``, replayed exactly while it fails with a ``transient`` store error.
 
-    Up to ``tries`` tries, ``pause`` seconds apart (``on_replay`` runs before each
-    replay); the last failure, any other store error and any other exception
-    propagate. ``call`` must be an exact replay of itself (the same claim, claim id,
+    Up to ``tries`` tries, ``pause`` seconds apart (``sleep(pause)``: injectable, so
+    a test or a stoppable caller decides how the pause passes; ``on_replay`` runs
+    before each replay); the last failure, any other store error and any other
+    exception propagate. ``call`` must be an exact replay of itself (the same claim, claim id,
     release or admission), which the store answers with Ok, or with the same
     receipt, when an earlier try applied and its response was lost.
     """
@@ -89,7 +107,7 @@ def replayed(
         if on_replay is not None:
             on_replay()
         if pause > 0:
-            time.sleep(pause)
+            sleep(pause)
     return call()
 
 
@@ -125,11 +143,22 @@ class Deliverer:
     """Claims, builds and acknowledges deliveries of one namespace; safe to use from
     any thread.
 
+    Two kinds of consumer (see the module docstring): one with a durable run
+    (``consumer_run_id``: the claim names the run and the run's terminal
+    transition in the store acknowledges or releases it; this engine never
+    acknowledges such a claim) and one without (an in-process SDK parent with
+    no durable run, the completion callback: claim, hand-off and acknowledge
+    here, as one step).
+
     Store errors other than the claim outcomes surface as
     ``BackgroundSubagentError.Durability`` (the claim, if taken, expires at its
     deadline and the result can be claimed again); continuation admission
     raises the store's own errors (the host's next tick tries again).
     """
+
+    RUN_CLAIM_SECONDS = RUN_CLAIM_SECONDS
+    """See :data:`RUN_CLAIM_SECONDS` (a host waits this long past a lost run's lease,
+    twice, before failing the run, so its claims are released unsuppressed first)."""
 
     def __init__(
         self,
@@ -139,7 +168,10 @@ class Deliverer:
         namespace_id: str,
         limits: SupervisorLimits | None = None,
         deltas: DeltaBox | None = None,
+        sleep: Callable[[float], object] = time.sleep,
     ) -> None:
+        self.sleep = sleep
+        """How a pause between two replays passes (injectable)."""
         self.store = store
         self.ids = ids
         self.limits = limits or SupervisorLimits()
@@ -160,14 +192,17 @@ class Deliverer:
         :data:`DELIVERY_RETRIES` tries, at most the retry interval apart.
         """
         pause = min(self.limits.retry_interval_for(self.limits.lease_ttl), 0.05)
-        return replayed(call, tries=DELIVERY_RETRIES, pause=pause, transient=_not_a_verdict)
+        return replayed(
+            call, tries=DELIVERY_RETRIES, pause=pause, transient=_not_a_verdict, sleep=self.sleep
+        )
 
     def claim(
         self, attempt_id: str, consumer: str, continuation_run_id: str | None = None
     ) -> tuple[str, AttemptRecord]:
+        seconds = RUN_CLAIM_SECONDS if continuation_run_id else self.limits.claim_deadline
         claim = DeliveryClaim(
             claim_id=f"{consumer}_{self.ids.uuid4()}",
-            deadline=self.store.clock.now() + self.limits.claim_deadline,
+            deadline=self.store.clock.now() + seconds,
             continuation_run_id=continuation_run_id,
         )
         try:
@@ -244,22 +279,39 @@ class Deliverer:
             log.warning("attempt %s: could not release claim %s", attempt_id, claim_id)
 
     def deliver(
-        self, attempt_id: str, consumer: str, continuation_run_id: str | None = None
+        self, attempt_id: str, consumer: str, consumer_run_id: str | None = None
     ) -> tuple[BackgroundResult, AttemptRecord]:
-        """Claim, build and acknowledge in one go; the result carries the delta."""
-        claim_id, record = self.claim(attempt_id, consumer, continuation_run_id)
+        """Hand one result over; the result carries the delta.
+
+        Without ``consumer_run_id``: claim, build and acknowledge in one go (the
+        returned record is ``delivered``). With it: claim for that durable run
+        and hand over, without acknowledging (the record is ``claimed``, linked
+        to the run; the run's terminal transition settles it).
+        """
+        claim_id, record = self.claim(attempt_id, consumer, consumer_run_id)
         try:
             result = self.build(record, with_delta=True)
-            if continuation_run_id is not None:
+            if consumer_run_id is not None:
                 fault_point("delivery.after_continuation_admitted_before_ack")
         except BaseException:
             self.release(attempt_id, claim_id)
             raise
+        if consumer_run_id is not None:
+            self.deltas.pop(attempt_id)  # handed out once, with this hand-off
+            return result, record
         acknowledged = self.acknowledge(attempt_id, claim_id)
         return result, acknowledged
 
     def take_pending(self, session_id: str, run_id: str | None = None) -> list[BackgroundResult]:
-        """Deliver every pending result of the session not claimed by someone else."""
+        """Every pending result of the session not claimed by someone else.
+
+        With ``run_id`` (an admitted, live durable run of the session) one store
+        transaction claims them all for that run (:meth:`claim_for_run`), so
+        they are acknowledged when it completes. Without, each is claimed and
+        acknowledged here (an SDK parent with no durable run).
+        """
+        if run_id is not None:
+            return self.results_for_run(self.claim_for_run(session_id, run_id))
         try:
             pending = self.store.list_pending_attempts(self.namespace_id, session_id)
         except StoreError as exc:
@@ -267,7 +319,7 @@ class Deliverer:
         out: list[BackgroundResult] = []
         for record in pending:
             try:
-                result, _ = self.deliver(record.attempt_id, "turn", run_id)
+                result, _ = self.deliver(record.attempt_id, "turn")
             except (
                 BackgroundSubagentError.DeliveryClaimed,
                 BackgroundSubagentError.Delivered,
@@ -275,6 +327,46 @@ class Deliverer:
                 continue
             out.append(result)
         return out
+
+    def claim_for_run(self, session_id: str, run_id: str) -> list[AttemptRecord]:
+        """Claim, for durable run ``run_id``, every result of the session that waits
+        for a consumer (undelivered, or released with automatic continuation
+        suppressed), whichever process launched it; in one store transaction.
+
+        Idempotent: a repeat for the same run returns the same records (an exact
+        replay after a lost response; a caller asks once per run). The claims are the run's:
+        its completion acknowledges them, its failure or cancellation releases
+        them. The deltas this process holds for them are handed out now.
+        """
+        deadline = self.store.clock.now() + RUN_CLAIM_SECONDS
+
+        try:
+            # A lost response is answered by the exact replay (the same set).
+            return self._retrying(
+                lambda: self.store.claim_pending_for_run(session_id, run_id, deadline)
+            )
+        except StoreError as exc:
+            raise BackgroundSubagentError.Durability(
+                "the store refused to claim the waiting results for the run"
+            ) from exc
+
+    def results_for_run(self, records: list[AttemptRecord]) -> list[BackgroundResult]:
+        """The parent-facing results of records claimed for a run, deltas handed out."""
+        out = []
+        for record in records:
+            out.append(self.build(record, with_delta=True))
+            self.deltas.pop(record.attempt_id)
+        return out
+
+    def run_input(self, record: AttemptRecord, now: float) -> tuple[InputPart, ...]:
+        """The canonical input parts that carry ``record``'s result into a run: past
+        its retention deadline (at ``now``) the expiry summary, else the content
+        (the artifact's, when it has one)."""
+        visible = retained_view(record, now)
+        content = None
+        if visible.retention_status == RetentionStatus.ARTIFACT and visible.result_ref:
+            content = self.store.load_artifact(visible.result_ref.artifact_ref or "").content
+        return continuation_input(visible, content)
 
     def run_callback(self, attempt_id: str, callback: Callable[[BackgroundResult], Any]) -> bool:
         """Offer one result to the completion callback. Returns whether it was delivered.
@@ -305,9 +397,16 @@ class Deliverer:
         record: AttemptRecord,
         make_run: Callable[[tuple[InputPart, ...], float], RunRecord],
         now: float,
+        head_run_id: str | None = None,
     ) -> ContinuationReceipt:
-        """Deliver ``record``'s result into a new run of its session, in one store
-        transaction that claims the result, links the run and admits it.
+        """Hand ``record``'s result to a new run of its session, in one store
+        transaction that claims the result for the run and admits it.
+
+        The result stays claimed by the run: its completion acknowledges it, its
+        failure, cancellation or lost lease releases it (the store does both with
+        the run's terminal transition). ``head_run_id`` (the session's head run,
+        which the run restores from) is checked by the store: a session that
+        moved on meanwhile is a ``Conflict`` and nothing is admitted.
 
         What is delivered is decided here, as for every delivery: past its
         retention deadline (at ``now``) the expiry summary, else the content (the
@@ -320,19 +419,16 @@ class Deliverer:
         ``CONTINUATION_REPLAYS`` times over, propagates; nothing is admitted then
         that a later call cannot finish.
         """
-        visible = retained_view(record, now)
-        content = None
-        if visible.retention_status == RetentionStatus.ARTIFACT and visible.result_ref:
-            content = self.store.load_artifact(visible.result_ref.artifact_ref or "").content
-        parts = continuation_input(visible, content)
-        cause = continuation_cause(visible, parts)
+        parts = self.run_input(record, now)
+        cause = continuation_cause(retained_view(record, now), parts)
         run = make_run(parts, now)
         request = AcquireContinuation(
             attempt_id=record.attempt_id,
             claim_id=f"claim_{self.ids.token_hex(8)}",
-            claim_deadline=now + CONTINUATION_CLAIM_SECONDS,
+            claim_deadline=now + RUN_CLAIM_SECONDS,
             cause=cause,
             run=run,
+            expected_head_run_id=head_run_id,
         )
 
         def admit() -> ContinuationReceipt:

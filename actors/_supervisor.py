@@ -1048,7 +1048,10 @@ class BackgroundSubagentSupervisor:
     # -- wait --------------------------------------------------------------------------------
 
     def _wait(
-        self, attempt_id: str | None = None, timeout_seconds: float | None = 30.0
+        self,
+        attempt_id: str | None = None,
+        timeout_seconds: float | None = 30.0,
+        consumer_run_id: str | None = None,
     ) -> Steps[WaitResult]:
         """One bounded wait (clamped to [0, 300] s, one absolute deadline).
 
@@ -1057,6 +1060,12 @@ class BackgroundSubagentSupervisor:
         waits for the next terminal attempt (if any is active) and returns a
         summary of all. ``Closing`` once shutdown completed (pending results
         stay available through :meth:`take_pending_sync`).
+
+        ``consumer_run_id`` names the durable run the caller is (a host's
+        run): the result is then claimed for that run and only its completion
+        acknowledges it (``delivery_status`` ``delivered`` here means handed to
+        this run); if the run fails, is cancelled or dies with its host, the
+        result is offered again. Without, the wait acknowledges at once.
         """
         deadline = time.monotonic() + clamp_wait(timeout_seconds)
         view = self._view(attempt_id)
@@ -1077,7 +1086,9 @@ class BackgroundSubagentSupervisor:
                 outcome = None
         # A timed-out wait reports the latest persisted projection.
         payload = view.record if view is not None else None if state != "not_found" else payload
-        result: WaitResult = yield Blocking(self._finish_wait, attempt_id, state, payload, outcome)
+        result: WaitResult = yield Blocking(
+            self._finish_wait, attempt_id, state, payload, outcome, consumer_run_id
+        )
         return result
 
     wait_sync, wait = twins(_wait)
@@ -1092,7 +1103,12 @@ class BackgroundSubagentSupervisor:
         return None if runtime is None else runtime.views.get(attempt_id)
 
     def _finish_wait(
-        self, attempt_id: str | None, state: str, payload: Any, outcome: str | None
+        self,
+        attempt_id: str | None,
+        state: str,
+        payload: Any,
+        outcome: str | None,
+        consumer_run_id: str | None = None,
     ) -> WaitResult:
         if state == "not_found":
             return WaitResult(
@@ -1127,7 +1143,7 @@ class BackgroundSubagentSupervisor:
                 message="Still running. Do not poll; its result will be delivered to you.",
             )
         try:
-            result, record = self.deliverer.deliver(attempt_id, "wait")
+            result, record = self.deliverer.deliver(attempt_id, "wait", consumer_run_id)
         except BackgroundSubagentError.DeliveryClaimed:
             return self._elsewhere(attempt_id, "claimed")
         except BackgroundSubagentError.Delivered:
@@ -1141,7 +1157,8 @@ class BackgroundSubagentSupervisor:
             agent_id=result.agent_id,
             subagent_name=result.subagent_name,
             linked_task_id=result.linked_task_id,
-            delivery_status=str(record.delivery_status),
+            # Handed to this caller; a durable consumer run's completion acknowledges it.
+            delivery_status="delivered" if consumer_run_id else str(record.delivery_status),
             retention_status=result.retention_status,
             failure_category=result.failure_category,
             cancellation_reason=result.cancellation_reason,
@@ -1195,7 +1212,12 @@ class BackgroundSubagentSupervisor:
         """The parent's next turn: deliver every pending result nobody else claimed.
 
         Each result comes once, with its context delta (when this process has
-        it). Works after shutdown too (it only needs the store).
+        it). With ``run_id`` (an admitted, live durable run of this session) the
+        results are claimed for that run in one store transaction, including
+        results suppressed for automatic continuation and those an earlier
+        process launched; the run's completion acknowledges them. Without, each
+        is acknowledged at once (an SDK parent with no durable run). Works after
+        shutdown too (it only needs the store).
         """
         results: list[BackgroundResult] = yield Blocking(
             self.deliverer.take_pending, self.session_id, run_id

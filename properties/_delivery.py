@@ -24,6 +24,7 @@ from storage import (
     AcquireContinuation,
     AdmissionLease,
     ArtifactLimits,
+    AttemptRecord,
     ConsumerTerminated,
     ContinuationReceipt,
     DeliveryClaim,
@@ -50,7 +51,9 @@ VARIANTS = (
     "replay",
     "deadline_now",
     "expired_run_lease",
+    "causal_restore",
 )
+DEATHS = st.sampled_from(["completed", "failed", "cancelled", "lease_lost", "lease_lost"])
 
 
 class DeliveryMachine(ContractMachine):
@@ -288,14 +291,15 @@ class DeliveryMachine(ContractMachine):
     @precondition(lambda self: bool(self._undelivered()))
     @rule(
         data=st.data(),
-        how=st.sampled_from(["completed", "failed", "cancelled"]),
+        how=DEATHS,
         then=st.sampled_from(["reconcile", "claim", "automatic_claim", "release", "nothing"]),
     )
     def consumer_ends_holding_the_claim(self, data: st.DataObject, how: str, then: str) -> None:
-        """A parent turn claims for its run, then the run completes, fails or is cancelled.
-        Then it releases with ConsumerTerminated, or the claim's deadline arrives and the
-        reconciler or the next (explicit or automatic) claim decides: a completed consumer
-        is acknowledged, a failed or cancelled one released with suppression."""
+        """A parent turn claims for its run, then the run completes (its terminal commit
+        acknowledges the claim), fails or is cancelled (releases it, suppressing automatic
+        continuation) or dies with its host (the reconciler releases it, unsuppressed).
+        Then a late ConsumerTerminated release, or at the claim's deadline the reconciler
+        or the next (explicit or automatic) claim, finds the claim already settled."""
         aid = data.draw(st.sampled_from(self._undelivered()), label="attempt")
         run_id = None
         if self.model.live_run(self.sid) is None:
@@ -315,14 +319,12 @@ class DeliveryMachine(ContractMachine):
             attempt_id=aid,
             check=self.record_checker("claim_delivery"),
         )
-        if how == "completed":
-            self.move_run(self.sid, run_id, "running")
-        self.move_run(self.sid, run_id, how)
+        self.end_consumer(run_id, how)
         if got is None:
             return
         self.claims[aid].append(claim.claim_id)
         if then in ("reconcile", "claim", "automatic_claim"):
-            self.clock.advance(claim.deadline - self.clock.now())
+            self.clock.advance(max(0.0, claim.deadline - self.clock.now()))
         if then == "reconcile":
             self.reconcile(NS)
         elif then in ("claim", "automatic_claim"):
@@ -413,6 +415,10 @@ class DeliveryMachine(ContractMachine):
             cause = msgspec.structs.replace(cause, result_size_bytes=cause.result_size_bytes + 1)
         head: str | None = None
         runs = self.model.session_runs(self.sid)
+        # The continuation restores from the session's head run, not its causal parent.
+        restore = runs[-1].run_id if runs else None
+        if variant == "causal_restore":
+            restore = rec.parent_run_id if restore != rec.parent_run_id else "run-elsewhere"
         if variant == "head":
             head = runs[-1].run_id if runs else None
         elif variant == "stale_head":
@@ -425,6 +431,7 @@ class DeliveryMachine(ContractMachine):
             input=parts,
             trigger_type=ASYNC_SUBAGENT_RESULT,
             parent_run_id=rec.parent_run_id,
+            restore_from_run_id=restore,
             profile=rec.profile,
             metadata=meta,
             trace_context=rec.trace_context,
@@ -468,11 +475,18 @@ class DeliveryMachine(ContractMachine):
                 list(want.input)
             ):
                 problems.append("receipt run input is not the canonical input")
-            replay = prior is not None
+            replay = prior is not None and prior.request == request
             if receipt.idempotent_replay != replay:
                 problems.append(f"idempotent_replay={receipt.idempotent_replay}, want {replay}")
-            if receipt.record.attempt_id != aid or receipt.record.delivery_status != "delivered":
-                problems.append("receipt record is not the delivered attempt")
+            claim = receipt.record.delivery_claim
+            if (
+                receipt.record.attempt_id != aid
+                or receipt.record.delivery_status != "claimed"
+                or claim is None
+                or claim.continuation_run_id != want.run_id
+                or receipt.record.continuation_run_id != want.run_id
+            ):
+                problems.append("receipt record is not the attempt claimed for the run")
             if problems:
                 raise self.violation("acquire_continuation receipt: " + "; ".join(problems))
 
@@ -483,10 +497,105 @@ class DeliveryMachine(ContractMachine):
             attempt_id=aid,
             check=check,
         )
-        if got is not None and prior is None:
+        if got is not None and (prior is None or prior.request != request):
             self.requests[aid] = request
             self.consumers.append(request.run.run_id)
             self.continuations += 1
+
+    # -- consumer runs that complete, fail, are cancelled or die with their host ------------
+
+    def claim_pending_for(self, run_id: str, deadline: float = 10.0) -> list[str] | None:
+        """claim_pending_for_run: exactly the model's results, in order, linked to the run."""
+        until = self.clock.now() + deadline
+        outcome, want = self.model.claim_pending(self.sid, run_id, until)
+
+        def check(got: list[AttemptRecord]) -> None:
+            ids = [r.attempt_id for r in got]
+            if ids != want:
+                raise self.violation(
+                    f"claim_pending_for_run({run_id}) returned {ids}, model expects {want}"
+                )
+            for rec in got:
+                self.check_record("claim_pending_for_run", rec)
+
+        got = self.expect(
+            f"claim_pending_for_run({run_id})",
+            lambda: self.store.claim_pending_for_run(self.sid, run_id, until),
+            outcome,
+            check=check,
+        )
+        return None if got is None else want
+
+    def end_consumer(self, run_id: str, how: str) -> None:
+        """The consumer run completes (through running), fails, is cancelled, or its
+        host dies: store time passes its admission lease and its claims' deadlines and
+        the reconciler (of the host that restarts) runs."""
+        mrun = self.model.runs[(self.sid, run_id)]
+        if how == "lease_lost":
+            claims = [self.model.attempts[a].delivery_claim for a in self.model.attempts]
+            until = max(
+                [mrun.lease_expires_at or 0.0]
+                + [c.deadline for c in claims if c and c.continuation_run_id == run_id]
+            )
+            if until > self.clock.now():
+                self.clock.advance(until - self.clock.now())
+            self.reconcile(NS)
+            return
+        if how == "completed" and mrun.status == "admitted":
+            self.move_run(self.sid, run_id, "running")
+        self.move_run(self.sid, run_id, how)
+
+    @precondition(lambda self: self.model.live_run(self.sid) is None)
+    @rule(how=DEATHS, twice=st.booleans())
+    def explicit_run_consumes_pending(self, how: str, twice: bool) -> None:
+        """An explicit run (``run.start``) takes every waiting result of its session,
+        suppressed ones included; then it completes, fails, is cancelled or dies with
+        its host. Only completion consumes; otherwise the results are offered again."""
+        run_id = self.admit_plain_run(self.sid, "explicit")
+        if run_id is None:
+            return
+        self.consumers.append(run_id)
+        if self.claim_pending_for(run_id) is None:
+            return
+        if twice:
+            self.claim_pending_for(run_id)  # idempotent: the same set again
+        self.end_consumer(run_id, how)
+
+    @precondition(lambda self: bool(self._undelivered()))
+    @rule(data=st.data(), how=DEATHS, then=st.sampled_from(["explicit", "automatic", "nothing"]))
+    def consumer_dies_holding_the_claim(self, data: st.DataObject, how: str, then: str) -> None:
+        """A parent turn claims a result for its run, which then ends (completes, fails, is
+        cancelled, or dies with its host); then an explicit run or an automatic
+        continuation comes for what is left."""
+        aid = data.draw(st.sampled_from(self._undelivered()), label="attempt")
+        if self.model.live_run(self.sid) is not None:
+            return
+        run_id = self.admit_plain_run(self.sid, "consumer")
+        if run_id is None:
+            return
+        self.consumers.append(run_id)
+        self.claim(aid, 0, 10.0, False)
+        self.end_consumer(run_id, how)
+        if then == "explicit" and self.model.live_run(self.sid) is None:
+            self.explicit_run_consumes_pending("completed", False)
+        elif then == "automatic":
+            self.acquire_continuation(aid, "exact", False)
+
+    def _live_continuation(self) -> str | None:
+        live = self.model.live_run(self.sid)
+        if live is None or live.trigger_type != ASYNC_SUBAGENT_RESULT:
+            return None
+        return live.run_id
+
+    @precondition(lambda self: self._live_continuation() is not None)
+    @rule(how=DEATHS)
+    def continuation_run_ends(self, how: str) -> None:
+        """The admitted continuation run completes (the acknowledgement), fails or is
+        cancelled (released, suppressed) or dies with its host (released, not suppressed:
+        a replacement may be admitted)."""
+        run_id = self._live_continuation()
+        assert run_id is not None
+        self.end_consumer(run_id, how)
 
     # -- time and maintenance ---------------------------------------------------------------
 

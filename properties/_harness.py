@@ -47,6 +47,7 @@ from ._factories import StoreFactory, StoreHandle
 from ._reference import Outcome, Reference, diff_attempt
 
 T = TypeVar("T")
+_LIVE = frozenset({RunStatus.ADMITTED, RunStatus.RUNNING})
 _IDS = re.compile(r"subattempt_[0-9a-f-]+|\b[a-z]+-[a-z]*-?\d+\b|\d+(?:\.\d+)?")
 
 START = 1_700_000_000.0
@@ -68,11 +69,15 @@ class Stats:
     invariants: int = 0
     operations: int = 0
     refusals: int = 0
+    consumer_deaths: int = 0
+    """How often a consumer run holding results failed, was cancelled or lost its
+    admission lease (the consumer-death rules), with the store agreeing."""
     paths: Counter[str] = field(default_factory=Counter)
     """How often each (operation, predicted outcome, reason) was exercised: the coverage."""
 
     def reset(self) -> None:
         self.examples = self.steps = self.invariants = self.operations = self.refusals = 0
+        self.consumer_deaths = 0
         self.paths.clear()
 
     def path(self, op: str, answer: str, why: str) -> None:
@@ -102,6 +107,7 @@ class ContractMachine(RuleBasedStateMachine):
         self.handle: StoreHandle = type(self).factory(self.clock)
         self.model = Reference(self.clock.now)
         self._checks = 0
+        self._deaths_seen = 0
         self._seq = 0
         self.sessions: dict[str, str] = {}
         """namespace -> its session id."""
@@ -544,7 +550,11 @@ class ContractMachine(RuleBasedStateMachine):
         self._check_runs()
         self._check_artifacts()
         self._check_continuations()
-        stats.invariants += 3
+        self._check_consumers()
+        stats.invariants += 4
+        deaths = sum(self.model.consumer_deaths.values())
+        stats.consumer_deaths += deaths - self._deaths_seen
+        self._deaths_seen = deaths
         self.extra_invariants()
 
     def extra_invariants(self) -> None:
@@ -654,25 +664,61 @@ class ContractMachine(RuleBasedStateMachine):
                 raise self.violation(f"load_artifact({ref}) content differs from the commit")
 
     def _check_continuations(self) -> None:
-        """At most one admitted continuation run per attempt, ever, with the canonical input."""
-        seen: dict[str, list[RunRecord]] = {}
+        """Every continuation run has the canonical input and restores from the session
+        head it was admitted after. (A second continuation of one attempt is admitted only
+        after the first lost its claim; that no two runs consume one result is the
+        consumer invariant, :meth:`_check_consumers`.)"""
         for sid in self.sessions.values():
-            for run in self.store.list_runs(sid):
-                if run.trigger_type == ASYNC_SUBAGENT_RESULT:
-                    aid = run.metadata.get("async_subagent.attempt_id", "?")
-                    seen.setdefault(aid, []).append(run)
-        for aid, runs in seen.items():
-            if len(runs) > 1:
-                raise self.violation(
-                    f"attempt {aid} has {len(runs)} continuation runs: {[r.run_id for r in runs]}"
-                )
-            want = self.model.canonical_inputs.get(aid)
-            got = msgspec.json.encode(list(runs[0].input), order="deterministic")
-            if want is None or got != want:
-                raise self.violation(
-                    f"continuation run {runs[0].run_id} of {aid}: input is not the canonical "
-                    f"form the model derived ({got!r} vs {want!r})"
-                )
+            runs = self.store.list_runs(sid)
+            for before, run in zip([None, *runs], runs, strict=False):
+                if run.trigger_type != ASYNC_SUBAGENT_RESULT:
+                    continue
+                aid = run.metadata.get("async_subagent.attempt_id", "?")
+                head = before.run_id if before is not None else None
+                if run.restore_from_run_id != head:
+                    raise self.violation(
+                        f"continuation run {run.run_id} restores from "
+                        f"{run.restore_from_run_id}, not the session head {head}"
+                    )
+                want = self.model.canonical_inputs.get(run.run_id)
+                got = msgspec.json.encode(list(run.input), order="deterministic")
+                if want is None or got != want:
+                    raise self.violation(
+                        f"continuation run {run.run_id} of {aid}: input is not the canonical "
+                        f"form the model derived ({got!r} vs {want!r})"
+                    )
+
+    def _check_consumers(self) -> None:
+        """The consumer invariant: a delivered result names at most one consumer run, and
+        that run completed; a claimed result's consumer run is not terminal (a run's
+        terminal commit settles its claims); a result no completed run consumed is still
+        offered (list_pending_attempts, checked with the namespace)."""
+        for sid in self.sessions.values():
+            runs = {r.run_id: r for r in self.store.list_runs(sid)}
+            for rec in self.store.list_attempts(self.model.sessions[sid].namespace_id, sid):
+                consumed = self.model.consumed.get(rec.attempt_id, [])
+                if len(consumed) > 1:
+                    raise self.violation(
+                        f"{rec.attempt_id} was consumed by {len(consumed)} completed runs: "
+                        f"{consumed}"
+                    )
+                if rec.delivery_status == "delivered" and rec.delivered_to_run_id is not None:
+                    run = runs.get(rec.delivered_to_run_id)
+                    if run is None or run.status != RunStatus.COMPLETED:
+                        raise self.violation(
+                            f"{rec.attempt_id} is delivered to run {rec.delivered_to_run_id}, "
+                            f"which is {run.status if run else 'missing'}, not completed"
+                        )
+                claim = rec.delivery_claim
+                if rec.delivery_status == "claimed" and claim is not None:
+                    consumer = claim.continuation_run_id
+                    run = runs.get(consumer) if consumer is not None else None
+                    if consumer is not None and (run is None or run.status not in _LIVE):
+                        raise self.violation(
+                            f"{rec.attempt_id} is still claimed for run {consumer}, which is "
+                            f"{run.status if run else 'missing'}: its terminal commit must "
+                            "acknowledge or release the claim"
+                        )
 
 
 M = TypeVar("M", bound=ContractMachine)

@@ -33,6 +33,7 @@ from storage import (
     ManualClock,
     NotFound,
     RunAdmissionReceipt,
+    Retryable,
     RunRecord,
     SessionRecord,
     SessionStore,
@@ -161,6 +162,11 @@ class StoreProxy(SessionStore):
     def acquire_continuation(self, request: AcquireContinuation) -> ContinuationReceipt:
         return self.inner.acquire_continuation(request)
 
+    def claim_pending_for_run(
+        self, session_id: str, run_id: str, deadline: float
+    ) -> list[AttemptRecord]:
+        return self.inner.claim_pending_for_run(session_id, run_id, deadline)
+
     def reconcile(self, namespace_id: str) -> list[AttemptRecord]:
         return self.inner.reconcile(namespace_id)
 
@@ -259,11 +265,36 @@ class IgnoresAggregateQuota(StoreProxy):
         return super().commit_terminal(commit)
 
 
+class DeadConsumerUnsuppressed(StoreProxy):
+    """BUG: a failed or cancelled consumer run's claims are released without the
+    suppression (as if its host had died), so an automatic continuation starts at once."""
+
+    def transition_run(
+        self,
+        session_id: str,
+        run_id: str,
+        status: RunStatus,
+        *,
+        admission_id: str | None = None,
+        output_preview: str | None = None,
+    ) -> RunRecord:
+        if status in (RunStatus.FAILED, RunStatus.CANCELLED):
+            namespace = self.inner.load_session(session_id).namespace_id
+            for record in self.inner.list_pending_attempts(namespace, session_id):
+                claim = record.delivery_claim
+                if claim is not None and claim.continuation_run_id == run_id:
+                    self.inner.release_delivery(record.attempt_id, claim.claim_id, Retryable())
+        return super().transition_run(
+            session_id, run_id, status, admission_id=admission_id, output_preview=output_preview
+        )
+
+
 PLANTED: dict[str, type[StoreProxy]] = {
     "fencing": StaleHeartbeatRevives,
     "replay": ReplaySkipsFingerprint,
     "delivery": SecondContinuation,
     "retention": IgnoresAggregateQuota,
+    "consumers": DeadConsumerUnsuppressed,
 }
 """Which planted bug each machine is expected to catch."""
 

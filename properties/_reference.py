@@ -83,6 +83,14 @@ DECISIONS: tuple[str, ...] = (
     "`updated_at` is compared only where the contract stamps it (update_attempt_execution).",
     "A run (plain or continuation) submitted with an admission lease already expired at store "
     "time is refused with Conflict, like an already-expired acceptance.",
+    "A claim linked to a consumer run needs that run live (admitted or running under an "
+    "unexpired admission lease) when it is taken; otherwise Conflict.",
+    "An exact acquire_continuation retry returns the first receipt whatever happened to the "
+    "continuation run since; after a lease-lost release another (replacement) continuation "
+    "may be admitted, so `at most one continuation` means at most one live or completed one.",
+    "claim_pending_for_run skips results whose retention expired (by status or deadline), "
+    "and results claimed by another consumer whose claim is live (deadline ahead, or its run "
+    "live); an expired dead claim is settled first, as claim_delivery settles it.",
 )
 
 
@@ -295,7 +303,12 @@ class Reference:
         self.receipts: dict[str, ModelReceipt] = {}
         self.released_claims: dict[str, set[str]] = {}
         self.canonical_inputs: dict[str, bytes] = {}
-        """Per attempt: the bytes of the canonical continuation input at delivery."""
+        """Per continuation run id: the bytes of the canonical input it was admitted with."""
+        self.consumed: dict[str, list[str]] = {}
+        """Per attempt: every consumer run that completed while it held the result."""
+        self.consumer_deaths: dict[str, int] = {}
+        """How often a consumer run holding results died, by how (failed, cancelled,
+        lease_lost): the rules the delivery machine counts."""
         self._run_order = 0
         self.idempotency: dict[tuple[str, str], RunRecord] = {}
         """(session, idempotency key) -> the request first admitted under it."""
@@ -462,10 +475,44 @@ class Reference:
         if reasons:
             return err(reasons)
 
+        linked = self.linked_claims(session_id, run_id)
+        if status in ("completed", "failed", "cancelled") and linked:
+            verb = "acknowledging" if status == "completed" else "releasing (suppressed)"
+            why = f"run -> {status}, {verb} {len(linked)} linked claim(s)"
+        else:
+            why = f"run -> {status}"
+
         def apply() -> None:
             run.status = status
+            self.settle_linked(session_id, run_id, status)
 
-        return ok(f"run -> {status}", apply)
+        return ok(why, apply)
+
+    def linked_claims(self, session_id: str, run_id: str) -> list[str]:
+        """Attempts currently claimed for consumer run ``run_id``."""
+        return sorted(
+            a.attempt_id
+            for a in self.attempts.values()
+            if a.parent_session_id == session_id
+            and a.delivery_status == "claimed"
+            and a.delivery_claim is not None
+            and a.delivery_claim.continuation_run_id == run_id
+        )
+
+    def settle_linked(self, session_id: str, run_id: str, status: str) -> None:
+        """The run's terminal commit settles its claims: completed acknowledges them,
+        failed or cancelled releases them with suppression."""
+        linked = self.linked_claims(session_id, run_id)
+        if status == "completed":
+            for aid in linked:
+                claim = self.attempts[aid].delivery_claim
+                assert claim is not None
+                self._deliver(aid, claim.claim_id, run_id)
+        elif status in ("failed", "cancelled"):
+            for aid in linked:
+                self._release(aid, run_id)
+            if linked:
+                self.consumer_deaths[status] = self.consumer_deaths.get(status, 0) + 1
 
     def renew_run(
         self, session_id: str, run_id: str, admission_id: str, lease_expires_at: float
@@ -729,13 +776,16 @@ class Reference:
             )
         )
 
-    def _deliver(self, attempt_id: str, claim_id: str) -> None:
+    def _deliver(self, attempt_id: str, claim_id: str, run_id: str | None = None) -> None:
         rec = self.attempts[attempt_id]
+        if run_id is not None:
+            self.consumed.setdefault(attempt_id, []).append(run_id)
         self._put(
             msgspec.structs.replace(
                 rec,
                 delivery_status="delivered",
                 delivered_claim_id=claim_id,
+                delivered_to_run_id=run_id,
                 automatic_continuation_suppressed_by_run_id=None,
             )
         )
@@ -769,6 +819,10 @@ class Reference:
             reasons.append((Conflict, "claim deadline not after now"))
         if rec.delivery_status == "delivered":
             reasons.append((Delivered, "already delivered"))
+        if claim.continuation_run_id is not None and not self.run_live(
+            self.runs.get((rec.parent_session_id, claim.continuation_run_id))
+        ):
+            reasons.append((Conflict, "the claim's consumer run is not live"))
         if reasons:
             return err(reasons)
         released: Callable[[], None] | None = None
@@ -783,10 +837,15 @@ class Reference:
             fate, suppress_by = self._expired_claim_fate(rec, old)
             if fate == "acknowledge":
                 out = err([(Delivered, "the old claim's consumer completed")])
-                out.apply_on_error = lambda: self._deliver(attempt_id, old.claim_id)
+                out.apply_on_error = lambda: self._deliver(
+                    attempt_id, old.claim_id, old.continuation_run_id
+                )
                 return out
 
             def released_fn() -> None:
+                if suppress_by is None and old.continuation_run_id is not None:
+                    deaths = self.consumer_deaths
+                    deaths["lease_lost"] = deaths.get("lease_lost", 0) + 1
                 self._release(attempt_id, suppress_by)
 
             released = released_fn
@@ -830,6 +889,8 @@ class Reference:
             assert rec.delivery_claim is not None
             if rec.delivery_claim.claim_id != claim_id:
                 return err([(DeliveryClaimed, "claimed by another claim id")])
+            if rec.delivery_claim.continuation_run_id is not None:
+                return err([(Conflict, "a run-linked claim is acknowledged by its run completing")])
             cleared = rec.automatic_continuation_suppressed_by_run_id is not None
             return ok(
                 "acknowledged" + (", clearing the suppression" if cleared else ""),
@@ -884,9 +945,9 @@ class Reference:
         if rec is None:
             return err([(NotFound, "no such attempt")])
         prior = self.receipts.get(request.attempt_id)
+        if prior is not None and prior.request == request:
+            return ok("exact retry returns the first receipt")
         if rec.delivery_status == "delivered":
-            if prior is not None and prior.request == request:
-                return ok("exact retry returns the first receipt")
             return err([(Delivered, "already delivered")])
         reasons: list[tuple[type[StoreError], str]] = []
         if not self.is_terminal(rec):
@@ -928,11 +989,12 @@ class Reference:
         lease = run.admission_lease
         if lease is None or lease.lease_expires_at <= self.now():
             reasons.append((Conflict, "continuation run has no live admission lease"))
-        if request.expected_head_run_id is not None:
-            runs = self.session_runs(rec.parent_session_id)
-            head = runs[-1].run_id if runs else None
-            if request.expected_head_run_id != head:
-                reasons.append((Conflict, f"stale head (head is {head})"))
+        runs = self.session_runs(rec.parent_session_id)
+        head = runs[-1].run_id if runs else None
+        if request.expected_head_run_id is not None and request.expected_head_run_id != head:
+            reasons.append((Conflict, f"stale head (head is {head})"))
+        if run.restore_from_run_id != head:
+            reasons.append((Conflict, f"restore_from_run_id is not the session head ({head})"))
         if (run.session_id, run.run_id) in self.runs:
             reasons.append((StoreError, "run id already used"))
         already_claimed = (
@@ -950,21 +1012,88 @@ class Reference:
         def apply() -> None:
             self._add_run(run)
             self.receipts[request.attempt_id] = ModelReceipt(request, cause, run.run_id, parts)
-            self.canonical_inputs[request.attempt_id] = _encode(list(parts))
+            self.canonical_inputs[run.run_id] = _encode(list(parts))
             cur = self.attempts[request.attempt_id]
+            # Claimed for the continuation run: its completion is the acknowledgement.
             self._put(
                 msgspec.structs.replace(
                     cur,
-                    delivery_status="delivered",
-                    delivered_claim_id=request.claim_id,
+                    delivery_status="claimed",
+                    delivery_claim=DeliveryClaim(
+                        claim_id=request.claim_id,
+                        deadline=request.claim_deadline,
+                        continuation_run_id=run.run_id,
+                    ),
                     continuation_run_id=run.run_id,
-                    automatic_continuation_suppressed_by_run_id=None,
                 )
             )
 
         if ambiguous:
             return either(Conflict, "artifact expired by time, retention not yet run", apply)
         return ok("continuation admitted", apply)
+
+    def claim_pending(
+        self, session_id: str, run_id: str, deadline: float
+    ) -> tuple[Outcome, list[str]]:
+        """claim_pending_for_run: the outcome and the attempt ids it must return, in order."""
+        run = self.runs.get((session_id, run_id))
+        if run is None:
+            return err([(NotFound, "no such run")]), []
+        reasons: list[tuple[type[StoreError], str]] = []
+        if not self.run_live(run):
+            reasons.append((Conflict, f"run {run_id} is not live"))
+        if deadline <= self.now():
+            reasons.append((Conflict, "claim deadline not after now"))
+        if reasons:
+            return err(reasons), []
+        now = self.now()
+        taken: list[AttemptRecord] = []
+        settle: list[str] = []
+        for a in self.attempts.values():
+            if a.parent_session_id != session_id or not self.is_terminal(a):
+                continue
+            if a.delivery_status == "delivered":
+                continue
+            expired = a.retention_status == "expired" or (
+                a.retention_expires_at is not None and a.retention_expires_at <= now
+            )
+            if expired:
+                continue
+            claim = a.delivery_claim
+            if a.delivery_status == "claimed" and claim is not None:
+                if claim.continuation_run_id == run_id:
+                    taken.append(a)
+                    continue
+                if claim.deadline > now or self.run_live(self._consumer(a, claim)):
+                    continue
+                fate, _ = self._expired_claim_fate(a, claim)
+                settle.append(a.attempt_id)
+                if fate != "release":
+                    continue
+            taken.append(a)
+        taken.sort(key=lambda r: (r.terminal_at or 0.0, r.attempt_id))
+        ids = [a.attempt_id for a in taken]
+
+        def apply() -> None:
+            for aid in settle:
+                self.apply_claim_fate(aid)
+            for aid in ids:
+                cur = self.attempts[aid]
+                if cur.delivery_status == "claimed":
+                    continue  # already linked to this run
+                self._put(
+                    msgspec.structs.replace(
+                        cur,
+                        delivery_status="claimed",
+                        delivery_claim=DeliveryClaim(
+                            claim_id=f"run:{run_id}",
+                            deadline=deadline,
+                            continuation_run_id=run_id,
+                        ),
+                    )
+                )
+
+        return ok(f"claimed {len(ids)} pending result(s) for the run", apply), ids
 
     # -- maintenance ------------------------------------------------------------------------
 
@@ -996,8 +1125,10 @@ class Reference:
         assert claim is not None
         fate, suppress_by = self._expired_claim_fate(rec, claim)
         if fate == "acknowledge":
-            self._deliver(attempt_id, claim.claim_id)
+            self._deliver(attempt_id, claim.claim_id, claim.continuation_run_id)
         elif fate == "release":
+            if suppress_by is None and claim.continuation_run_id is not None:
+                self.consumer_deaths["lease_lost"] = self.consumer_deaths.get("lease_lost", 0) + 1
             self._release(attempt_id, suppress_by)
 
     def expirable(self, namespace_id: str) -> set[str]:

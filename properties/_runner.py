@@ -20,6 +20,7 @@ from typing import TextIO
 from hypothesis import settings, stateful
 from hypothesis.reporting import with_reporter
 
+from ._consumers import consumer_machine
 from ._delivery import delivery_machine
 from ._factories import BUILTIN_FACTORIES, StoreFactory, resolve_factory
 from ._fencing import fencing_machine
@@ -40,6 +41,7 @@ MACHINES: dict[str, MachineBuilder] = {
     "fencing": fencing_machine,
     "replay": replay_machine,
     "delivery": delivery_machine,
+    "consumers": consumer_machine,
     "retention": retention_machine,
 }
 """Every property machine by name, each a function of a store factory."""
@@ -64,6 +66,8 @@ class RunResult:
     invariants: int = 0
     operations: int = 0
     refusals: int = 0
+    consumer_deaths: int = 0
+    """Consumer runs holding results that failed, were cancelled or lost their lease."""
     seconds: float = 0.0
     failure: str | None = None
     reproduction: list[str] = field(default_factory=list)
@@ -99,6 +103,7 @@ def run_machine(
     result.invariants = stats.invariants
     result.operations = stats.operations
     result.refusals = stats.refusals
+    result.consumer_deaths = stats.consumer_deaths
     result.paths = dict(stats.paths)
     result.reproduction = [line for line in report if line.strip()]
     return result
@@ -112,10 +117,11 @@ def _describe(exc: BaseException) -> str:
 
 def _line(r: RunResult) -> str:
     status = "ok  " if r.ok else "FAIL"
+    deaths = f" {r.consumer_deaths:>5} consumer deaths" if r.consumer_deaths else ""
     return (
         f"  {r.machine:<10} x {r.store:<28} {status} {r.examples:>5} examples "
         f"{r.steps:>6} steps {r.operations:>7} ops {r.invariants:>8} invariant checks "
-        f"{r.seconds:>6.1f}s"
+        f"{r.seconds:>6.1f}s{deaths}"
     )
 
 

@@ -56,6 +56,8 @@ name starting with ``.`` is an attribute of its parent
     │   ├── AgentConfigError                     subagents      a builder, registry or schema
     │   │   ├── ToolSchemaError                  subagents      an unusable tool JSON Schema
     │   │   ├── SubagentSpecError                subagents      an unusable markdown subagent file
+    │   │   ├── AdapterNotInstalled              subagents      an adapter's framework is missing
+    │   │   ├── UnsupportedAgent                 subagents      SubagentConfig cannot run the object
     │   │   └── AgentSpecError                   subagents      an AgentSpec cannot be built
     │   │       ├── MissingInheritedModel        subagents      model `inherit`, none inherited
     │   │       ├── ModelResolutionError         subagents      no provider builds that model id
@@ -85,7 +87,8 @@ name starting with ``.`` is an attribute of its parent
     │           ├── MissingRequiredTool          subagents      the parent has no such tool
     │           └── DeniedRequiredTool           subagents      denied, or main-agent-only
     ├── ToolError                                subagents      a tool call failed (a retry prompt)
-    │   └── ToolArgumentError                    subagents      arguments broke the tool's schema
+    │   ├── ToolArgumentError                    subagents      arguments broke the tool's schema
+    │   └── McpToolError                         -              a profile's MCP server failed
     ├── PayloadError                             subagents      a value did not decode into a record
     ├── HostConfigError                          subagents      an unusable host configuration
     ├── DataDirError                             subagents      the data directory is unusable
@@ -96,6 +99,7 @@ name starting with ``.`` is an attribute of its parent
     ├── AttemptOwned                             -              operator: the attempt is live-owned
     ├── AmbiguousAttemptId                       -              operator: prefix matches several ids
     ├── RpcError                                 subagents      a JSON-RPC error of a host method
+    ├── McpNotInstalled                          -              the mcp extra is missing
     ├── StreamError                              -              provider: an error inside a response
     └── CliError                                 -              a command's fixable error (+ fix)
         └── DemoError                            -              `subagents demo` could not finish

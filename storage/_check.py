@@ -216,6 +216,9 @@ def _attempt_entries(record: AttemptRecord) -> list[tuple[bytes, bytes]]:
     if record.delivery_claim is not None:
         claim = codec.time_key(record.delivery_claim.deadline)
         entries.append((codec.claim_key(ns, sess, aid), claim))
+        consumer = record.delivery_claim.continuation_run_id
+        if consumer is not None:
+            entries.append((codec.link_key(sess, consumer, aid), b""))
     return entries
 
 

@@ -193,6 +193,10 @@ UNDELIVERED = b"P"
 """Value of an ``R`` entry whose result is not yet delivered (undelivered or claimed)."""
 DELIVERED = b""
 """Value of an ``R`` entry whose result was delivered (kept until its deadline)."""
+LINK = INDEX + b"L"
+"""``L session\0run_id\0attempt_id -> b""``: a result claimed for consumer run
+``run_id`` (a claim with ``continuation_run_id``), so the run's terminal commit
+finds the claims it settles without reading any other result."""
 QUOTA = INDEX + b"Q"
 """``Q ns\\0 time_key(expires_at) \\0 artifact_ref -> size``: retained artifacts."""
 SEQ = INDEX + b"S"
@@ -240,6 +244,16 @@ def agent_key(namespace_id: str, session_id: str, agent_id: str) -> bytes:
 def claim_key(namespace_id: str, session_id: str, attempt_id: str) -> bytes:
     """The :data:`CLAIM` entry of a claimed result."""
     return ikey(CLAIM, namespace_id, session_id, attempt_id)
+
+
+def link_key(session_id: str, run_id: str, attempt_id: str) -> bytes:
+    """The :data:`LINK` entry of a result claimed for consumer run ``run_id``."""
+    return ikey(LINK, session_id, run_id, attempt_id)
+
+
+def link_prefix(session_id: str, run_id: str) -> bytes:
+    """Prefix of the :data:`LINK` entries of one consumer run."""
+    return iprefix(LINK, session_id, run_id)
 
 
 def live_prefix(namespace_id: str, session_id: str | None = None) -> bytes:

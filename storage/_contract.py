@@ -117,7 +117,14 @@ class SessionStore(abc.ABC):
         """Move a run along the RUN table. When the run has an admission lease,
         ``admission_id`` must match it (:class:`StaleFence` otherwise); moving to
         ``running`` additionally needs the lease unexpired. Same status with the
-        same preview is an idempotent no-op."""
+        same preview is an idempotent no-op.
+
+        A run's terminal commit settles every result claimed for it (claims whose
+        ``continuation_run_id`` is this run) in the same transaction: ``completed``
+        acknowledges them (delivered, ``delivered_claim_id`` and
+        ``delivered_to_run_id`` set, suppression cleared); ``failed`` or
+        ``cancelled`` releases them to undelivered with
+        ``automatic_continuation_suppressed_by_run_id`` = this run."""
 
     @abc.abstractmethod
     def renew_run_admission(
@@ -240,6 +247,13 @@ class SessionStore(abc.ABC):
     ) -> AttemptRecord:
         """Claim a terminal result for one consumer.
 
+        With ``claim.continuation_run_id`` the claim is linked to that consumer
+        run, which must be a live run (admitted or running under an unexpired
+        admission lease) of the attempt's parent session (:class:`Conflict`
+        otherwise); the run's terminal commit then settles the claim (see
+        :meth:`transition_run`). Without one, the consumer acknowledges it
+        (an in-process parent with no durable run).
+
         Exact replay of the current claim returns the record. :class:`Conflict`
         when not terminal or ``claim.deadline <= now``; :class:`Delivered` when
         delivered. If another claim exists: while its deadline has not passed,
@@ -258,7 +272,9 @@ class SessionStore(abc.ABC):
         """Mark the result delivered under the matching claim (even past its
         deadline, while nobody else claimed it). Sets ``delivered_claim_id`` and
         clears the suppression. Repeating it is Ok; another claim id is
-        :class:`DeliveryClaimed` / :class:`Delivered`."""
+        :class:`DeliveryClaimed` / :class:`Delivered`. A claim linked to a
+        consumer run is refused with :class:`Conflict`: that run's completion is
+        its acknowledgement."""
 
     @abc.abstractmethod
     def release_delivery(
@@ -288,13 +304,41 @@ class SessionStore(abc.ABC):
         run's causal fields (session, parent run, trigger type, profile,
         attempt metadata, trace) and ``request.cause`` equal to the
         store-derived cause (:class:`Conflict` for a stale head, a forged cause
-        or a forged or empty input). It admits the run, marks the attempt
-        delivered with ``continuation_run_id`` and ``delivered_claim_id``, and
-        returns a receipt with the store-derived cause.
+        or a forged or empty input); the run's ``restore_from_run_id`` must be
+        the session's head run (its latest run, ``None`` when it has none),
+        else :class:`Conflict`. It admits the run, leaves the attempt claimed
+        for it (``delivery_claim`` with ``claim_id``, ``claim_deadline`` and
+        ``continuation_run_id`` = the run; the attempt's ``continuation_run_id``
+        too) and returns a receipt with the store-derived cause. The run's
+        completion acknowledges the result; its failure or cancellation
+        releases it with suppression; losing its admission lease releases it
+        at the claim's deadline without suppression, and then another
+        continuation may be admitted for it.
 
         An exact retry (same attempt, claim id and run) returns the same receipt
-        with ``idempotent_replay=True``; anything else after delivery is
-        :class:`Delivered`. At most one continuation run per attempt, ever.
+        with ``idempotent_replay=True``, whatever happened to the run since;
+        anything else after delivery is :class:`Delivered`. At most one run
+        consumes a result.
+        """
+
+    @abc.abstractmethod
+    def claim_pending_for_run(
+        self, session_id: str, run_id: str, deadline: float
+    ) -> list[AttemptRecord]:
+        """Claim for the live run ``run_id`` every result of its session waiting.
+
+        In one transaction: every terminal attempt of the session that is
+        undelivered (suppressed or not), whose retention has not expired (by
+        status or deadline, see :func:`storage.retained_view`) and that no
+        other consumer holds (a claim whose deadline passed and whose consumer
+        run is not live is settled first, as :meth:`claim_delivery` settles
+        it) is claimed with ``DeliveryClaim(claim_id="run:" + run_id,
+        deadline, continuation_run_id=run_id)``. Returns the claimed records,
+        those already claimed for ``run_id`` included (a repeat returns the
+        same set; their claims are not renewed), ordered by ``terminal_at``
+        then attempt id. The run's terminal commit settles them (see
+        :meth:`transition_run`). :class:`NotFound` for an unknown run;
+        :class:`Conflict` when the run is not live or ``deadline <= now``.
         """
 
     # -- maintenance ------------------------------------------------------------------------
@@ -308,7 +352,9 @@ class SessionStore(abc.ABC):
         deadline and a terminal fingerprint; live foreign owners are left
         alone. Expired claims: kept while the consumer run is live under its
         admission lease; acknowledged if it completed; else released (a failed
-        or cancelled consumer sets the suppression). Returns the records it
+        or cancelled consumer sets the suppression; a consumer that lost its
+        admission lease, i.e. died with its host, does not, so automatic
+        continuation may admit a replacement). Returns the records it
         changed. Cost follows the number of active attempts and claims, not
         history.
         """

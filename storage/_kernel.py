@@ -495,11 +495,13 @@ class KernelStore(SessionStore):
         _check(
             DELIVERY, record.delivery_status, DeliveryStatus.DELIVERED, attempt_id=record.attempt_id
         )
+        claim = record.delivery_claim
         new = _replace(
             record,
             delivery_status=DeliveryStatus.DELIVERED,
             delivery_claim=None,
             delivered_claim_id=claim_id,
+            delivered_to_run_id=claim.continuation_run_id if claim is not None else None,
             automatic_continuation_suppressed_by_run_id=None,
             continuation_run_id=continuation_run_id or record.continuation_run_id,
             updated_at=now,
@@ -510,9 +512,42 @@ class KernelStore(SessionStore):
             txn.delete(_IX, codec.pending_key(ns, record.parent_session_id, record.attempt_id))
         else:
             txn.put(_IX, retained, codec.DELIVERED)
-        if record.delivery_claim is not None:
-            txn.delete(_IX, codec.claim_key(ns, record.parent_session_id, record.attempt_id))
+        if claim is not None:
+            self._drop_claim_entries(txn, record, claim)
         self._put_attempt(txn, new)
+        return new
+
+    @staticmethod
+    def _drop_claim_entries(txn: Txn, record: AttemptRecord, claim: DeliveryClaim) -> None:
+        """Remove a claim's ``C`` entry and, when it names a consumer run, its ``L`` entry."""
+        sess, aid = record.parent_session_id, record.attempt_id
+        txn.delete(_IX, codec.claim_key(record.namespace_id, sess, aid))
+        if claim.continuation_run_id is not None:
+            txn.delete(_IX, codec.link_key(sess, claim.continuation_run_id, aid))
+
+    def _put_claim(
+        self, txn: Txn, record: AttemptRecord, claim: DeliveryClaim, now: float
+    ) -> AttemptRecord:
+        """Store ``record`` claimed under ``claim`` (replacing any claim it holds)."""
+        if record.delivery_status != DeliveryStatus.CLAIMED:
+            _check(
+                DELIVERY,
+                record.delivery_status,
+                DeliveryStatus.CLAIMED,
+                attempt_id=record.attempt_id,
+            )
+        if record.delivery_claim is not None:
+            self._drop_claim_entries(txn, record, record.delivery_claim)
+        new = _replace(
+            record, delivery_status=DeliveryStatus.CLAIMED, delivery_claim=claim, updated_at=now
+        )
+        self._put_attempt(txn, new)
+        sess, aid = record.parent_session_id, record.attempt_id
+        txn.put(
+            _IX, codec.claim_key(record.namespace_id, sess, aid), codec.time_key(claim.deadline)
+        )
+        if claim.continuation_run_id is not None:
+            txn.put(_IX, codec.link_key(sess, claim.continuation_run_id, aid), b"")
         return new
 
     def _release(
@@ -533,12 +568,35 @@ class KernelStore(SessionStore):
             ),
             updated_at=now,
         )
-        txn.delete(
-            _IX,
-            codec.claim_key(record.namespace_id, record.parent_session_id, record.attempt_id),
-        )
+        if record.delivery_claim is not None:
+            self._drop_claim_entries(txn, record, record.delivery_claim)
         self._put_attempt(txn, new)
         return new
+
+    def _settle_linked(self, txn: Txn, run: RunRecord, now: float) -> None:
+        """A consumer run's terminal commit settles the claims linked to it, in the same
+        transaction: ``completed`` acknowledges them, ``failed`` or ``cancelled``
+        releases them with suppression."""
+        prefix = codec.link_prefix(run.session_id, run.run_id)
+        cut = len(prefix)
+        ids = [k[cut:].decode("utf-8") for k, _ in txn.scan(_IX, prefix)]
+        for attempt_id in ids:
+            record = self._attempt(txn, attempt_id)
+            claim = record.delivery_claim
+            if (
+                record.delivery_status != DeliveryStatus.CLAIMED
+                or claim is None
+                or claim.continuation_run_id != run.run_id
+            ):
+                raise CorruptRecord(
+                    "link index names a result not claimed for the run",
+                    table=_IX,
+                    key=codec.link_key(run.session_id, run.run_id, attempt_id),
+                )
+            if run.status == RunStatus.COMPLETED:
+                self._deliver(txn, record, claim.claim_id, now)
+            else:
+                self._release(txn, record, now, run.run_id)
 
     def _settle_expired_claim(
         self, txn: Txn, record: AttemptRecord, now: float
@@ -789,6 +847,8 @@ class KernelStore(SessionStore):
                 output_preview=output_preview if output_preview is not None else run.output_preview,
             )
             txn.put("runs", codec.run_key(session_id, run_id), codec.RUN.encode(new))
+            if status not in _LIVE_RUN:
+                self._settle_linked(txn, new, now)
             return new
 
         return self.backend.write(fn)
@@ -1198,6 +1258,7 @@ class KernelStore(SessionStore):
                 )
             if claim.deadline <= now:
                 raise Conflict("claim deadline is not in the future", attempt_id=attempt_id)
+            self._require_live_consumer(txn, record, claim, now)
             released = False
             old = record.delivery_claim
             if record.delivery_status == DeliveryStatus.CLAIMED and old is not None:
@@ -1230,21 +1291,29 @@ class KernelStore(SessionStore):
                         return record, refusal
                     raise refusal
             _check(DELIVERY, record.delivery_status, DeliveryStatus.CLAIMED, attempt_id=attempt_id)
-            new = _replace(
-                record, delivery_status=DeliveryStatus.CLAIMED, delivery_claim=claim, updated_at=now
-            )
-            self._put_attempt(txn, new)
-            txn.put(
-                _IX,
-                codec.claim_key(record.namespace_id, record.parent_session_id, attempt_id),
-                codec.time_key(claim.deadline),
-            )
-            return new, None
+            return self._put_claim(txn, record, claim, now), None
 
         record, error = self.backend.write(fn)
         if error is not None:
             raise error
         return record
+
+    def _require_live_consumer(
+        self, txn: Txn, record: AttemptRecord, claim: DeliveryClaim, now: float
+    ) -> None:
+        """:class:`Conflict` unless a claim's consumer run (if it names one) is a live
+        run of the attempt's parent session."""
+        consumer = claim.continuation_run_id
+        if consumer is None:
+            return
+        run = self._run(txn, record.parent_session_id, consumer)
+        if run is None or not _run_live(run, now):
+            raise Conflict(
+                "the claim's consumer run is not live",
+                attempt_id=record.attempt_id,
+                run_id=consumer,
+                status=str(run.status) if run is not None else None,
+            )
 
     def _automatic_refusal(self, txn: Txn, record: AttemptRecord) -> Conflict | None:
         if record.automatic_continuation_suppressed_by_run_id is not None:
@@ -1282,6 +1351,13 @@ class KernelStore(SessionStore):
                     "another consumer holds the claim",
                     attempt_id=attempt_id,
                     claim_id=claim.claim_id,
+                )
+            if claim.continuation_run_id is not None:
+                raise Conflict(
+                    "a run-linked claim is acknowledged by its run completing",
+                    attempt_id=attempt_id,
+                    claim_id=claim_id,
+                    run_id=claim.continuation_run_id,
                 )
             return self._deliver(txn, record, claim_id, now)
 
@@ -1347,16 +1423,10 @@ class KernelStore(SessionStore):
             raw = txn.get("continuations", ck)
             if raw is not None:
                 prior = codec.CONTINUATION_RECEIPT.decode(raw, table="continuations", key=ck)
-                if (
-                    prior.record.delivered_claim_id == request.claim_id
-                    and _normalized_request(prior.run) == submitted
+                if _receipt_claim_id(prior) == request.claim_id and (
+                    _normalized_request(prior.run) == submitted
                 ):
                     return _replace(prior, idempotent_replay=True)
-                raise Delivered(
-                    "a continuation already consumed this result",
-                    attempt_id=attempt_id,
-                    continuation_run_id=prior.run.run_id,
-                )
             if record.delivery_status == DeliveryStatus.DELIVERED:
                 raise Delivered(
                     "result already delivered",
@@ -1397,6 +1467,13 @@ class KernelStore(SessionStore):
                     expected_head_run_id=request.expected_head_run_id,
                     head_run_id=head.run_id if head else None,
                 )
+            if run.restore_from_run_id != (head.run_id if head else None):
+                raise Conflict(
+                    "a continuation restores from the session's head run",
+                    attempt_id=attempt_id,
+                    restore_from_run_id=run.restore_from_run_id,
+                    head_run_id=head.run_id if head else None,
+                )
             live = self._live_head(txn, session_id, now)
             if live is not None:
                 raise RunConflict(
@@ -1424,14 +1501,83 @@ class KernelStore(SessionStore):
                     run_id=run.run_id,
                 )
             admitted = self._insert_run(txn, run, now)
-            delivered = self._deliver(
-                txn, record, request.claim_id, now, continuation_run_id=run.run_id
+            # Claimed for the continuation run: its completion is the acknowledgement.
+            linked = DeliveryClaim(
+                claim_id=request.claim_id,
+                deadline=request.claim_deadline,
+                continuation_run_id=run.run_id,
             )
-            receipt = ContinuationReceipt(cause=cause, record=delivered, run=admitted)
+            claimed = self._put_claim(
+                txn, _replace(record, continuation_run_id=run.run_id), linked, now
+            )
+            receipt = ContinuationReceipt(cause=cause, record=claimed, run=admitted)
             txn.put("continuations", ck, codec.CONTINUATION_RECEIPT.encode(receipt))
             return receipt
 
         return self.backend.write(fn)
+
+    def claim_pending_for_run(
+        self, session_id: str, run_id: str, deadline: float
+    ) -> list[AttemptRecord]:
+        deadline = _time("claim deadline", deadline)
+
+        def fn(txn: Txn) -> list[AttemptRecord]:
+            now = self.clock.now()
+            run = self._run(txn, session_id, run_id)
+            if run is None:
+                raise NotFound("no such run", session_id=session_id, run_id=run_id)
+            if not _run_live(run, now):
+                raise Conflict("the run is not live", session_id=session_id, run_id=run_id)
+            if deadline <= now:
+                raise Conflict("claim deadline is not in the future", run_id=run_id)
+            session = self._session(txn, session_id)
+            if session is None:
+                raise NotFound("no such session", session_id=session_id)
+            found = _session_entries(
+                txn, codec.track_prefix(session.namespace_id, session_id), b"P", b"R"
+            )
+            ids = [aid for kind, aid, flag in found if kind == b"P" or flag == codec.UNDELIVERED]
+            taken = [
+                record
+                for record in (self._pending_for(txn, aid, run_id, now) for aid in ids)
+                if record is not None
+            ]
+            taken.sort(key=lambda r: (r.terminal_at or 0.0, r.attempt_id))
+            claim = DeliveryClaim(
+                claim_id=f"run:{run_id}", deadline=deadline, continuation_run_id=run_id
+            )
+            return [
+                self._put_claim(txn, record, claim, now)
+                if record.delivery_status == DeliveryStatus.UNDELIVERED
+                else record
+                for record in taken
+            ]
+
+        return self.backend.write(fn)
+
+    def _pending_for(
+        self, txn: Txn, attempt_id: str, run_id: str, now: float
+    ) -> AttemptRecord | None:
+        """``attempt_id``'s record if run ``run_id`` may take it now (already linked to
+        the run, or undelivered once a dead consumer's expired claim is released), else
+        ``None``: delivered, retention expired, or held by another live claim."""
+        record = self._attempt(txn, attempt_id)
+        if record.execution_status not in _TERMINAL_EXEC:
+            return None
+        if retained_view(record, now).retention_status == RetentionStatus.EXPIRED:
+            return None
+        claim = record.delivery_claim
+        if record.delivery_status == DeliveryStatus.CLAIMED and claim is not None:
+            if claim.continuation_run_id == run_id:
+                return record
+            if claim.deadline > now:
+                return None
+            fate, record = self._settle_expired_claim(txn, record, now)
+            if fate != "released":
+                return None
+        if record.delivery_status != DeliveryStatus.UNDELIVERED:
+            return None
+        return record
 
     @staticmethod
     def _continuation_artifact(txn: Txn, record: AttemptRecord) -> str | None:
@@ -1891,6 +2037,15 @@ def _validate_terminal(
         artifact.content.encode("utf-8")
     ):
         raise bad("artifact digest or size does not match its content")
+
+
+def _receipt_claim_id(receipt: ContinuationReceipt) -> str | None:
+    """The claim id a continuation was admitted under (receipts written before
+    issue 15 hold the delivered record, later ones the record claimed for the run)."""
+    record = receipt.record
+    if record.delivery_claim is not None:
+        return record.delivery_claim.claim_id
+    return record.delivered_claim_id
 
 
 def _validate_continuation_run(record: AttemptRecord, run: RunRecord, now: float) -> None:

@@ -100,6 +100,9 @@ class AttemptRecord(msgspec.Struct, frozen=True, kw_only=True):
     delivery_status: DeliveryStatus = DeliveryStatus.UNDELIVERED
     delivery_claim: DeliveryClaim | None = None
     delivered_claim_id: str | None = None
+    delivered_to_run_id: str | None = None
+    """The consumer run that completed with the result (``None``: a consumer
+    without a durable run acknowledged it, or not delivered yet)."""
     automatic_continuation_suppressed_by_run_id: str | None = None
     retention_status: RetentionStatus = RetentionStatus.INLINE
     retention_expires_at: float | None = None

@@ -91,6 +91,7 @@ from ._delegation import WaitSubagentTool as WaitSubagentTool
 from ._delegation import delegation_tools as delegation_tools
 from ._delegation import is_main_agent_only_tool as is_main_agent_only_tool
 from ._delegation import project_subagent_spec as project_subagent_spec
+from ._errors import AdapterNotInstalled as AdapterNotInstalled
 from ._errors import AgentConfigError as AgentConfigError
 from ._errors import AgentError as AgentError
 from ._errors import AgentSpecError as AgentSpecError
@@ -123,6 +124,7 @@ from ._errors import ToolError as ToolError
 from ._errors import ToolRetriesExceeded as ToolRetriesExceeded
 from ._errors import ToolSchemaError as ToolSchemaError
 from ._errors import UnknownEnvironmentProvider as UnknownEnvironmentProvider
+from ._errors import UnsupportedAgent as UnsupportedAgent
 from ._errors import UsageLimitExceeded as UsageLimitExceeded
 from ._host import DataDirBusy as DataDirBusy
 from ._host import DataDirCorrupt as DataDirCorrupt
@@ -163,6 +165,7 @@ _SUBAGENTS_LAYER = "subagents"
 """Marks this package as subagents' own (checked by ``statemachines._guard``)."""
 
 __all__ = [
+    "AdapterNotInstalled",
     "Agent",
     "AgentApp",
     "AgentBuilder",
@@ -290,6 +293,7 @@ __all__ = [
     "ToolReturnPart",
     "ToolSchemaError",
     "UnknownEnvironmentProvider",
+    "UnsupportedAgent",
     "Usage",
     "UsageLimitExceeded",
     "UserPromptPart",

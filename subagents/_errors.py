@@ -40,6 +40,28 @@ class ToolSchemaError(AgentConfigError):
     path: str
 
 
+class AdapterNotInstalled(AgentConfigError):
+    """An adapter's framework is not installed.
+
+    Fields: ``adapter`` (e.g. ``subagents.adapters.pydantic_ai``), ``extra``
+    (the pip extra to install) and ``module`` (the missing import).
+    """
+
+    adapter: str
+    extra: str
+
+
+class UnsupportedAgent(AgentConfigError):
+    """``SubagentConfig`` got an object it cannot run as a child.
+
+    Fields: ``name`` (the subagent), ``agent_type`` (the object's qualified
+    type name) and ``adapter`` (the adapter that runs such objects, or ``None``).
+    """
+
+    agent_type: str
+    adapter: str | None
+
+
 class ModelError(AgentError):
     """The model raised, returned an unusable response, or ran out of script.
 
@@ -371,3 +393,26 @@ class OutputTruncated(ProviderError):
         shown = {k: v for k, v in self.fields.items() if k != "partial_text"}
         detail = ", ".join(f"{k}={v!r}" for k, v in sorted(shown.items()))
         return f"{self.message} ({detail})" if detail else self.message
+
+
+class McpNotInstalled(SubagentsError):
+    """The ``mcp`` SDK is not installed. Field: ``extra`` (``"mcp"``: ``pip install
+    'subagents[mcp]'``)."""
+
+    extra: str
+
+    def __init__(self, message: str = "", **fields: Any) -> None:
+        fields.setdefault("extra", "mcp")
+        super().__init__(message, **fields)
+
+
+class McpToolError(ToolError):
+    """An MCP server a profile names failed, timed out or refused a call.
+
+    Fields: ``tool``, ``server`` (its name in the profile) and ``reason``
+    (``timeout``, ``unreachable``, ``protocol`` or ``tool_error``). The run goes on:
+    the model sees the message as a tool error.
+    """
+
+    server: str
+    reason: str

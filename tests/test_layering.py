@@ -13,8 +13,8 @@ Imports are read with :mod:`ast`, so a violation inside a function or under
 ``TYPE_CHECKING`` counts too.
 
 Inside ``subagents`` the same rule orders its parts (issue 14):
-``_errors < _agent < _providers < _specs < _delegation < _builder < _host <
-_cli``; a module imports only its own part and the ones below
+``_errors < _agent < _providers < _specs < _delegation < _builder < adapters < _host <
+_mcp < _cli``; a module imports only its own part and the ones below
 (the package ``__init__`` re-exports them all). And no package holds an import
 cycle between its modules: with one, no deferred import is needed to dodge it.
 """
@@ -146,7 +146,9 @@ SDK_ORDER = (
     "_specs",
     "_delegation",
     "_builder",
+    "adapters",
     "_host",
+    "_mcp",
     "_cli",
 )
 # Top-level modules that belong to a part named otherwise (none now: the demo and the

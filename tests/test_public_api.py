@@ -231,6 +231,7 @@ PUBLIC: dict[str, list[str]] = {
         "WaitResult",
     ],
     "subagents": [
+        "AdapterNotInstalled",
         "Agent",
         "AgentApp",
         "AgentBuilder",
@@ -358,6 +359,7 @@ PUBLIC: dict[str, list[str]] = {
         "ToolReturnPart",
         "ToolSchemaError",
         "UnknownEnvironmentProvider",
+        "UnsupportedAgent",
         "Usage",
         "UsageLimitExceeded",
         "UserPromptPart",
@@ -380,6 +382,23 @@ PUBLIC: dict[str, list[str]] = {
         "spec_error_diagnostic",
         "struct_schema",
         "tool",
+    ],
+    "subagents.adapters": [],
+    "subagents.adapters.langgraph": [
+        "LangGraphChild",
+        "delegation_tools",
+    ],
+    "subagents.adapters.openai_agents": [
+        "OpenAIAgentsChild",
+        "delegation_tools",
+    ],
+    "subagents.adapters.opentelemetry": [
+        "OpenTelemetryHook",
+        "trace_context_store",
+    ],
+    "subagents.adapters.pydantic_ai": [
+        "PydanticAIChild",
+        "delegation_toolset",
     ],
     "properties": [
         "BUILTIN_FACTORIES",

@@ -6,11 +6,14 @@ idempotency keys; the scripted planner delegates two background attempts per
 run), and ends the life with SIGKILL: at a named fault point
 (``SUBAGENTS_FAULTS="<point>=sigkill@<nth>"``, counted from
 ``SUBAGENTS_FAULTS_LOG``), right after a chosen store commit whose response it
-then never sees (``CRASH_PAUSE``), or after a seeded random delay. Between
+then never sees (``CRASH_PAUSE``), inside a consumer run (``CRASH_CONSUMER``:
+mid continuation run, or after the hand-off right before the run's terminal
+commit, which is the delivery's acknowledgement), or after a seeded random delay. Between
 lives it opens the store itself, replays the requests whose responses were
 lost (an acceptance retry, an exact continuation replay; a lost ``run.start``
 is re-sent to the next life with the same key) and checks the invariants of
-:func:`._oracle.check_snapshot`. Every ``settle_every`` cycles and at the end
+:func:`._oracle.check_snapshot`, the consumer invariant among them (counted:
+``consumer_rounds`` must equal kills plus settles). Every ``settle_every`` cycles and at the end
 a life runs without faults until all work is terminal and delivered, and the
 final invariants are checked.
 
@@ -46,11 +49,14 @@ from storage import (
 )
 from storage.faults import FAULT_POINTS
 
-from ._crash_host import decode_request
+from ._crash_host import CONSUMER_POINTS, decode_request
 from ._lives import HostLife, LifeFailed, Zygote
 from ._oracle import Ledger, Life, OracleLog, check_snapshot, take_snapshot
 
 RANDOM_DELAY = "random-delay"
+CONSUMER_KILLS = tuple(f"consumer:{point}" for point in CONSUMER_POINTS)
+"""Kills inside a consumer run: mid continuation run; after the hand-off, before the
+consumer's terminal commit (``CRASH_CONSUMER`` in :mod:`._crash_host`)."""
 PAUSES = ("admit_run", "accept_attempt", "acquire_continuation")
 REPLAYS = (
     "lost-response-replay",
@@ -88,6 +94,11 @@ class CrashReport(msgspec.Struct, frozen=True, kw_only=True):
     epochs: int = 1
     epoch_seconds_per_cycle: tuple[float, ...] = ()
     """Seconds per cycle of each epoch, in order (flat when the cost does not grow)."""
+    consumer_checks: int = 0
+    """Attempts the consumer invariant was checked on, over every snapshot."""
+    consumer_rounds: int = 0
+    """Snapshots (one after every kill, before the restart, and one per settle) the
+    consumer invariant was checked on: it must equal ``kills + settles``."""
 
 
 @dataclass
@@ -105,6 +116,8 @@ class _Run:
     replays: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REPLAYS, 0))
     violations: list[str] = field(default_factory=list)
     invariants: int = 0
+    consumer_checks: int = 0
+    consumer_rounds: int = 0
     restarts: int = 0
     lives: int = 0
     kills: int = 0
@@ -149,6 +162,8 @@ def _kind(name: str) -> tuple[str, str]:
         return ("random", RANDOM_DELAY)
     if name.startswith("pause:"):
         return ("pause", name.removeprefix("pause:"))
+    if name in CONSUMER_KILLS:
+        return ("consumer", name.removeprefix("consumer:"))
     if name not in FAULT_POINTS:
         raise ValueError(f"unknown kill kind {name!r}")
     return ("point", name)
@@ -157,10 +172,12 @@ def _kind(name: str) -> tuple[str, str]:
 def _schedule(
     cycles: int, rng: random.Random, kinds: Sequence[str] | None = None
 ) -> list[tuple[str, str]]:
-    """The kill kind of each cycle: ``("point", name)``, ``("pause", method)`` or random.
+    """The kill kind of each cycle: ``("point", name)``, ``("pause", method)``,
+    ``("consumer", point)`` or random.
 
     The three pauses come first (so even a short run sees every replay path),
-    then shuffled blocks of every point, two random delays and one pause.
+    then shuffled blocks of every point, every consumer point, two random delays
+    and one pause.
     """
     if kinds is not None:
         chosen = [_kind(name) for name in kinds]
@@ -169,6 +186,7 @@ def _schedule(
     block_index = 0
     while len(plan) < cycles:
         block = [("point", point) for point in FAULT_POINTS]
+        block += [("consumer", point) for point in CONSUMER_POINTS]
         block += [("random", RANDOM_DELAY), ("random", RANDOM_DELAY)]
         block.append(("pause", PAUSES[block_index % len(PAUSES)]))
         block_index += 1
@@ -185,6 +203,11 @@ def minimums(cycles: int) -> tuple[int, int, int]:
     three pauses and a kill while children run.
     """
     return cycles * 5 // 200, cycles * 20 // 200, 1 if cycles >= 6 else 0
+
+
+def consumer_minimum(cycles: int) -> int:
+    """Kills each consumer point needs: 10 in 200 cycles, scaling linearly."""
+    return cycles * 10 // 200
 
 
 def run_crash_cycles(
@@ -229,6 +252,8 @@ def run_crash_cycles(
     run.kills_by_point[RANDOM_DELAY] = 0
     for method in PAUSES:
         run.kills_by_point[f"pause:{method}"] = 0
+    for point in CONSUMER_KILLS:
+        run.kills_by_point[point] = 0
     run.log.note("start", seed=seed, cycles=cycles)
     run.log.sync()
     if epoch_cycles < 1:
@@ -254,6 +279,11 @@ def run_crash_cycles(
         zygote.close()
         run.log.close()
     run.epoch_rates.append(_epoch_rate(run, cycles))
+    if run.consumer_rounds != run.kills + run.settles:
+        run.violations.append(
+            f"the consumer invariant was checked {run.consumer_rounds} times, "
+            f"not after each of {run.kills} kills and {run.settles} settles"
+        )
     if kinds is None:
         run.violations.extend(shortfalls(cycles, run.kills_by_point, run.replays))
     seconds = time.monotonic() - start
@@ -274,6 +304,8 @@ def run_crash_cycles(
         settles=run.settles,
         epochs=run.epoch,
         epoch_seconds_per_cycle=tuple(run.epoch_rates),
+        consumer_checks=run.consumer_checks,
+        consumer_rounds=run.consumer_rounds,
     )
 
 
@@ -317,6 +349,12 @@ def shortfalls(cycles: int, kills_by_point: dict[str, int], replays: dict[str, i
         count = kills_by_point.get(point, 0)
         if count < per_point:
             out.append(f"fault point {point} fired {count} times (minimum {per_point})")
+    for point in CONSUMER_KILLS:
+        count = kills_by_point.get(point, 0)
+        if count < consumer_minimum(cycles):
+            out.append(
+                f"consumer kill {point} fired {count} times (minimum {consumer_minimum(cycles)})"
+            )
     count = kills_by_point.get(RANDOM_DELAY, 0)
     if count < per_random:
         out.append(f"random-delay kills: {count} (minimum {per_random})")
@@ -446,6 +484,8 @@ def _cycle(run: _Run, zygote: Zygote, cycle: int, kind: str, name: str) -> None:
     elif kind == "pause":
         nth = 1 if name != "accept_attempt" else run.rng.randint(1, 2)
         env = {"CRASH_PAUSE": f"{name}:{nth}"}
+    elif kind == "consumer":
+        env = {"CRASH_CONSUMER": name}
     run.log.note("cycle", cycle=cycle, kind=kind, name=name, env=env)
     try:
         life = _start_life(run, zygote, env)
@@ -455,7 +495,7 @@ def _cycle(run: _Run, zygote: Zygote, cycle: int, kind: str, name: str) -> None:
     calls = _Calls()
     delay = run.rng.uniform(0.0, 1.2) if kind == "random" else LIFE_DEADLINE
     deadline = time.monotonic() + delay
-    if kind == "pause":
+    if kind in {"pause", "consumer"}:
         _pump(run, life, calls, deadline, lambda: calls.paused)
     else:
         _pump(run, life, calls, deadline, lambda: False)
@@ -469,6 +509,8 @@ def _cycle(run: _Run, zygote: Zygote, cycle: int, kind: str, name: str) -> None:
         run.kills_by_point[RANDOM_DELAY] += 1
     elif kind == "pause" and calls.paused:
         run.kills_by_point[f"pause:{name}"] += 1
+    elif kind == "consumer" and calls.paused:
+        run.kills_by_point[f"consumer:{name}"] += 1
     elif kind == "point" and name in fired:
         run.kills_by_point[name] += 1
     else:
@@ -531,6 +573,8 @@ def _after_death(run: _Run, calls: _Calls, cycle: int) -> None:
         result = check_snapshot(snapshot, run.ledger)
         run.replays["reconcile-host-process-lost"] += len(run.ledger.lost) - before
         run.invariants += result.checks
+        run.consumer_checks += result.consumer_checks
+        run.consumer_rounds += 1
         run.violations.extend(f"cycle {cycle}: {v}" for v in result.violations)
     except StoreError as exc:
         run.violations.append(f"cycle {cycle}: reading the store failed: {exc!r}")
@@ -650,6 +694,8 @@ def _settle(run: _Run, zygote: Zygote) -> None:
         result = check_snapshot(take_snapshot(store, NAMESPACE), run.ledger, final=settled)
         run.replays["reconcile-host-process-lost"] += len(run.ledger.lost) - before
         run.invariants += result.checks
+        run.consumer_checks += result.consumer_checks
+        run.consumer_rounds += 1
         run.violations.extend(f"settle {run.settles}: {v}" for v in result.violations)
     finally:
         store.close()

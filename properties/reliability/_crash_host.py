@@ -28,8 +28,14 @@ can count the late writes of an owner it paused.
 ``CRASH_PAUSE="<method>:<nth>"`` freezes the life right after the nth commit
 of that store method, before the caller sees the response (it reports
 ``paused`` and blocks until the parent's SIGKILL): a lost response at a
-precise point. Named fault points (``SUBAGENTS_FAULTS``) are armed from the
-environment at the start of each life.
+precise point. ``CRASH_CONSUMER`` freezes it inside a consumer run, the same
+way: ``mid_continuation`` when the planner is first asked to answer a
+background result (the continuation run holds the result, nothing of it is
+committed), ``before_terminal_commit`` right before the first ``completed``
+transition of a continuation run (the run did all its work; its terminal
+commit, which is the delivery's acknowledgement, never happens). Named fault
+points (``SUBAGENTS_FAULTS``) are armed from the environment at the start of
+each life.
 
 Zygote protocol (stdin/stdout, JSON lines): ``{"op": "spawn", "env": {...},
 "args": {...}}`` answers ``{"pid": N}``; ``{"op": "wait", "pid": N}`` reaps
@@ -58,7 +64,8 @@ from typing import Any
 import msgspec
 
 from actors import BackgroundSubagentError
-from storage import NotFound, StoreError
+from statemachines import RunStatus
+from storage import ASYNC_SUBAGENT_RESULT, NotFound, StoreError
 from subagents import (
     FunctionModel,
     ModelMessage,
@@ -72,6 +79,9 @@ from subagents._host._jsonrpc import Connection, RpcError
 from subagents._host._methods import HostEvent, RunStartParams, SessionCreateParams
 
 from ._scripted import latest_prompt, planner_config, scripted_planner
+
+CONSUMER_POINTS = ("mid_continuation", "before_terminal_commit")
+"""Where ``CRASH_CONSUMER`` freezes a life inside a consumer run."""
 
 TAPPED = ("accept_attempt", "admit_run", "acquire_continuation")
 """Store methods whose request and commit a life reports to the parent."""
@@ -167,6 +177,38 @@ def _ident(method: str, request: Any) -> str:
     return str(request.attempt_id)
 
 
+def _freeze(wire: _Wire, point: str) -> None:
+    """Report ``paused`` at consumer point ``point`` and block until the parent's SIGKILL."""
+    wire.send(ev="paused", m=f"consumer:{point}", id="")
+    threading.Event().wait()
+
+
+def _consumer_points(store: Any, wire: _Wire, point: str) -> Callable[..., Any]:
+    """Arm ``CRASH_CONSUMER=point``; returns the planner function to serve."""
+    if point == "before_terminal_commit":
+        original = store.transition_run
+
+        def transition_run(session_id: str, run_id: str, status: Any, **kwargs: Any) -> Any:
+            if status == RunStatus.COMPLETED:
+                with contextlib.suppress(StoreError):
+                    run = store.load_run(session_id, run_id)
+                    if run.trigger_type == ASYNC_SUBAGENT_RESULT:
+                        _freeze(wire, point)
+            return original(session_id, run_id, status, **kwargs)
+
+        store.transition_run = transition_run
+        return planner
+
+    def frozen_planner(messages: Sequence[ModelMessage], params: ModelRequestParameters) -> Any:
+        if point == "mid_continuation" and latest_prompt(messages).startswith(
+            "Background subagent result"
+        ):
+            _freeze(wire, point)
+        return planner(messages, params)
+
+    return frozen_planner
+
+
 FENCED_WRITES = ("heartbeat_attempt", "update_attempt_execution", "commit_terminal")
 """The owner's lease-fenced writes a life reports with ``args.refusals``."""
 
@@ -212,10 +254,11 @@ async def _life(args: dict[str, Any]) -> int:
         await asyncio.sleep(rng.uniform(child_min, child_max))
         return CHILD_PREFIX + latest_prompt(messages)
 
-    providers = default_model_providers().copy()
-    providers.register("planner", lambda name, settings: FunctionModel(planner))
-    providers.register("slow", lambda name, settings: FunctionModel(slow))
     opened = open_store(Path(args["data_dir"]))
+    parent = _consumer_points(opened.store, wire, os.environ.get("CRASH_CONSUMER", ""))
+    providers = default_model_providers().copy()
+    providers.register("planner", lambda name, settings: FunctionModel(parent))
+    providers.register("slow", lambda name, settings: FunctionModel(slow))
     pause = None
     if os.environ.get("CRASH_PAUSE"):
         method, _, nth = os.environ["CRASH_PAUSE"].partition(":")

@@ -93,6 +93,8 @@ def take_snapshot(store: SessionStore, namespace_id: str) -> Snapshot:
 @dataclass
 class CheckResult:
     checks: int = 0
+    consumer_checks: int = 0
+    """Terminal-or-not attempts the consumer invariant was checked on."""
     violations: list[str] = field(default_factory=list)
 
     def expect(self, ok: bool, message: str) -> None:
@@ -114,11 +116,11 @@ def check_snapshot(snapshot: Snapshot, ledger: Ledger, *, final: bool = False) -
     of a dead generation's own writes (heartbeat, terminal commit, run
     transition) is dated after its death; a terminal attempt has exactly one
     terminal record (its fingerprint never changes and it never leaves
-    terminal); at most one continuation run per attempt, and a delivered
-    attempt names exactly that run; a completed result is delivered (the
-    continuation input carries it) or retained as evidence. With ``final``:
-    every attempt is terminal and delivered or retained, and every run is
-    terminal.
+    terminal); and the consumer invariant (:func:`_check_consumer`): a
+    delivered result names the one consumer run, which completed; any other
+    result is retained and offered, never held by a consumer that ended. With
+    ``final``: every attempt is terminal and consumed (or suppressed and
+    retained), and every run is terminal.
     """
     result = CheckResult()
     expect = result.expect
@@ -159,13 +161,22 @@ def check_snapshot(snapshot: Snapshot, ledger: Ledger, *, final: bool = False) -
             f"continuation run for unknown attempt {attempt_id}",
         )
     for record in snapshot.attempts:
-        _check_attempt(record, by_attempt.get(record.attempt_id, []), ledger, result, final)
+        _check_attempt(
+            record,
+            by_attempt.get(record.attempt_id, []),
+            runs_by_id,
+            ledger=ledger,
+            result=result,
+            final=final,
+        )
     return result
 
 
 def _check_attempt(
     record: AttemptRecord,
     continuations: list[RunRecord],
+    runs_by_id: dict[str, RunRecord],
+    *,
     ledger: Ledger,
     result: CheckResult,
     final: bool,
@@ -214,42 +225,118 @@ def _check_attempt(
             )
     elif final:
         expect(False, f"attempt {aid} is not terminal at the end ({status})")
+    _check_consumer(record, continuations, runs_by_id, ledger, result, final)
+
+
+def consumer_of(record: AttemptRecord) -> str | None:
+    """The run the store says consumed ``record``'s result (``delivered_to_run_id``; a
+    continuation's own run id as a fallback), or ``None`` when it names none."""
+    named = record.delivered_to_run_id
+    return named if named is not None else record.continuation_run_id
+
+
+def _carries(run: RunRecord, content: str | None) -> bool:
+    return content is None or content in "".join(part.text for part in run.input)
+
+
+def _alive(run: RunRecord, ledger: Ledger) -> bool:
+    """Whether ``run`` may still be running: not terminal, and its admitting host
+    process is not one the parent saw die (a dead host's run only waits for the
+    reconciler to fail it)."""
+    if str(run.status) in TERMINAL_RUN:
+        return False
+    lease = run.admission_lease
+    return lease is None or _died(ledger, lease.fencing_generation) is None
+
+
+def _check_consumer(  # noqa: PLR0917 - one attempt's evidence, all of it needed
+    record: AttemptRecord,
+    continuations: list[RunRecord],
+    runs_by_id: dict[str, RunRecord],
+    ledger: Ledger,
+    result: CheckResult,
+    final: bool,
+) -> None:
+    """The consumer invariant: delivered means consumed by a run that completed.
+
+    A terminal result is either delivered, naming the one run that consumed it,
+    which exists and *completed*; or it is still retained and offered: undelivered,
+    or claimed by a consumer that has not ended (a claim linked to an ended run
+    was released with it; one of a dead host's run waits for the reconciler).
+    At most one run that carries the result ever completes and at most one is
+    alive (a consumer that died leaves a failed run, or a running one of a dead
+    host, never a second completed consumer). With ``final``: every result
+    ended consumed, or its automatic continuation was suppressed and it waits,
+    retained, for an explicit run.
+    """
+    expect = result.expect
+    result.consumer_checks += 1
+    aid = record.attempt_id
+    status = str(record.execution_status)
+    if status not in TERMINAL_EXECUTION:
+        return
+    completed = [run for run in continuations if str(run.status) == "completed"]
+    live = [run for run in continuations if _alive(run, ledger)]
     expect(
-        len(continuations) <= 1,
-        f"attempt {aid} has {len(continuations)} continuation runs: "
-        + ", ".join(run.run_id for run in continuations),
+        len(completed) <= 1,
+        f"attempt {aid}: {len(completed)} continuation runs completed: "
+        + ", ".join(run.run_id for run in completed),
     )
+    expect(
+        len(live) <= 1,
+        f"attempt {aid}: {len(live)} continuation runs of live hosts at once",
+    )
+    ref = record.result_ref
+    content = ref.content if ref is not None and status == "completed" else None
     delivered = str(record.delivery_status) == "delivered"
-    if delivered and continuations:
+    if delivered:
+        consumer_id = consumer_of(record)
+        consumer = runs_by_id.get(consumer_id) if consumer_id is not None else None
         expect(
-            len(continuations) == 1 and record.continuation_run_id == continuations[0].run_id,
-            f"attempt {aid} is delivered but not by exactly its one continuation run",
+            consumer is not None,
+            f"attempt {aid} is delivered but names no consumer run"
+            if consumer_id is None
+            else f"attempt {aid} is delivered to run {consumer_id}, which does not exist",
         )
-    elif delivered:
-        # Consumed by a live parent turn (a wait or the turn's pending results), not by a run.
+        if consumer is None:
+            return
         expect(
-            record.continuation_run_id is None,
-            f"attempt {aid} names continuation run {record.continuation_run_id}, "
-            "which does not exist",
+            str(consumer.status) == "completed",
+            f"attempt {aid} is delivered to run {consumer.run_id}, which is "
+            f"{consumer.status}: a dead consumer took the result with it",
         )
-    elif continuations:
-        expect(False, f"attempt {aid} has a continuation run but is {record.delivery_status}")
-    if status == "completed":
-        ref = record.result_ref
-        content = ref.content if ref is not None else None
-        if delivered and continuations:
-            text = "".join(part.text for part in continuations[0].input)
+        expect(
+            all(run.run_id == consumer.run_id for run in completed),
+            f"attempt {aid} is delivered to {consumer.run_id} but another continuation completed",
+        )
+        if consumer.metadata.get("async_subagent.attempt_id") == aid:
+            # Its own continuation run carries it in the input; any other run took
+            # it in-band (a wait, or its turn's pending results).
             expect(
-                content is None or content in text,
+                _carries(consumer, content),
                 f"attempt {aid}: the continuation input does not carry the result",
             )
-        else:
-            expect(
-                content is not None or str(record.retention_status) != "inline",
-                f"attempt {aid}: completed result neither delivered nor retained",
-            )
-    if final and terminal and not delivered:
+        return
+    expect(
+        not completed,
+        f"attempt {aid}: a continuation run completed but the result is {record.delivery_status}",
+    )
+    expect(
+        content is not None or str(record.retention_status) != "inline" or status != "completed",
+        f"attempt {aid}: completed result neither delivered nor retained",
+    )
+    claim = record.delivery_claim
+    linked = claim.continuation_run_id if claim is not None else None
+    if str(record.delivery_status) == "claimed" and linked is not None:
+        holder = runs_by_id.get(linked)
+        expect(
+            holder is not None and str(holder.status) not in TERMINAL_RUN,
+            f"attempt {aid} is still claimed by run {linked}, which "
+            + ("does not exist" if holder is None else f"is {holder.status}")
+            + ": an ended consumer's claim was not released",
+        )
+    if final:
         expect(
             record.automatic_continuation_suppressed_by_run_id is not None,
-            f"attempt {aid} ended {status} but its result was never delivered",
+            f"attempt {aid} ended {status} but its result was never consumed",
         )

@@ -232,6 +232,8 @@ def crash_section(report: Any) -> Section:
             "attempts accepted": report.attempts_accepted,
             "faults fired": sum(fired.values()),
             "invariants checked": report.invariants_checked,
+            "consumer invariant checks": report.consumer_checks,
+            "consumer invariant rounds": report.consumer_rounds,
         },
         violations=tuple(report.violations),
         seconds=report.seconds,

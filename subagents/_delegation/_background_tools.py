@@ -31,7 +31,7 @@ from ._args import (
 )
 from ._background import _LAUNCH_KEY, _Launch
 from ._config import SubagentParentTools
-from ._delivery import _AsyncDelegation, _delivered_by, _delivered_elsewhere
+from ._delivery import _AsyncDelegation, _delivered_by, _delivered_elsewhere, durable_run_id
 
 DELEGATE_TOOL_NAME = "delegate"
 SPAWN_DELEGATE_TOOL_NAME = "spawn_delegate"
@@ -227,7 +227,9 @@ class WaitSubagentTool(_BackgroundTool):
         parent = self._parent(context, main_agent_only=True)
         try:
             # An unknown or a finished attempt answers at once.
-            waited = await self.supervisor.wait(args.attempt_id, args.timeout_seconds)
+            waited = await self.supervisor.wait(
+                args.attempt_id, args.timeout_seconds, durable_run_id(parent)
+            )
         except BackgroundSubagentError as error:
             raise _tool_error(self.name, error) from error
         metadata: dict[str, Any] = {}

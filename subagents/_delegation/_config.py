@@ -10,7 +10,7 @@ from typing import Any
 from .._agent._hooks import AgentHook, CapabilityBundle
 from .._agent._run import Agent
 from .._agent._tools import ToolRegistry
-from .._errors import AgentConfigError
+from .._errors import AgentConfigError, UnsupportedAgent
 from .._specs._agent_spec import AgentSpec, AgentSpecRegistry, EnvironmentProvider
 from ._hooks import SubagentExecutionHook
 from ._inheritance import (
@@ -91,6 +91,8 @@ class SubagentConfig:
     def __init__(self, name: str, agent: Agent, description: str | None = None) -> None:
         if not name or not isinstance(name, str):
             raise AgentConfigError("a subagent needs a non-empty name", name=name)
+        if not isinstance(agent, Agent):
+            raise _unsupported(name, agent)
         self.name = name
         self.agent = agent
         self.description = description
@@ -193,6 +195,31 @@ class SubagentConfig:
 
 
 _DEFAULT_TOOL_POLICY = SubagentToolInheritancePolicy()
+
+#: Which adapter runs another framework's agent, by the top-level package of its type.
+ADAPTERS = {
+    "pydantic_ai": "subagents.adapters.pydantic_ai.PydanticAIChild",
+    "agents": "subagents.adapters.openai_agents.OpenAIAgentsChild",
+    "langgraph": "subagents.adapters.langgraph.LangGraphChild",
+}
+
+
+def _unsupported(name: str, agent: object) -> UnsupportedAgent:
+    kind = type(agent)
+    qualified = f"{kind.__module__}.{kind.__qualname__}"
+    adapter = ADAPTERS.get(kind.__module__.split(".")[0])
+    hint = (
+        f"; wrap it: SubagentConfig({name!r}, {adapter.rsplit('.', 1)[1]}(agent)) "
+        f"from {adapter.rsplit('.', 1)[0]}"
+        if adapter is not None
+        else "; pass a subagents.Agent (AgentBuilder(...).build()) or an adapter's child"
+    )
+    return UnsupportedAgent(
+        f"subagent {name!r}: cannot run a {qualified} as a child{hint}",
+        name=name,
+        agent_type=qualified,
+        adapter=adapter,
+    )
 
 
 def materialize_child(subagent: SubagentConfig, inherited: ToolRegistry) -> Agent:

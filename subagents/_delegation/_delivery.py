@@ -28,7 +28,18 @@ log = logging.getLogger("subagents.delegation")
 
 #: Prefix of a background result injected into the parent's next turn.
 BACKGROUND_RESULT_PREFIX = "[background subagent result] "
+#: ``AgentContext.metadata`` key naming the durable run an agent run is (set by
+#: the host): results this run takes are claimed for it, acknowledged when it completes.
+DURABLE_RUN_KEY = "subagents.durable_run_id"
 _TURN_CLAIM_WAIT = 1.0
+
+
+def durable_run_id(context: AgentContext | None) -> str | None:
+    """The durable run ``context`` belongs to (:data:`DURABLE_RUN_KEY`), if any."""
+    if context is None:
+        return None
+    found = context.metadata.get(DURABLE_RUN_KEY)
+    return found if isinstance(found, str) and found else None
 
 
 class _AsyncDelegation:
@@ -67,7 +78,9 @@ class _AsyncDelegation:
 
         Attempts a host accepted directly through the supervisor are the host's
         to deliver (RPC links each late result to its own continuation run), so
-        they are left alone. Store trouble leaves results pending (logged).
+        they are left alone. Store trouble leaves results pending (logged). In a
+        host's durable run (:data:`DURABLE_RUN_KEY`) each result is claimed for
+        that run and acknowledged only when it completes.
         """
         launched = self.state.launched_ids()
         if not launched:
@@ -89,7 +102,9 @@ class _AsyncDelegation:
             try:
                 # Terminal already: this returns at once (the bound only covers the
                 # moment between the terminal commit and the supervisor seeing it).
-                waited = await self.supervisor.wait(attempt_id, _TURN_CLAIM_WAIT)
+                waited = await self.supervisor.wait(
+                    attempt_id, _TURN_CLAIM_WAIT, durable_run_id(context)
+                )
             except BackgroundSubagentError as error:
                 log.warning("background result %s stays pending: %s", attempt_id, error)
                 continue

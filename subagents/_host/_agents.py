@@ -11,16 +11,18 @@ caller's choice: the RPC host asks for the async-only topology, one-shot
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .._agent import Agent
+from .._agent._mcp_tools import load_mcp_toolset
 from .._agent._models import Model
+from .._agent._tools import Tool
 from .._builder import AgentBuilder
 from .._delegation._config import SubagentConfig, SubagentDelegationMode
 from .._delegation._inheritance import SubagentToolInheritancePolicy
 from .._delegation._projection import project_subagent_spec
-from .._errors import AgentSpecError
+from .._errors import AgentSpecError, McpNotInstalled, McpToolError, ToolSchemaError
 from .._specs._agent_spec import (
     AgentSpecRegistry,
     ModelProviderRegistry,
@@ -61,6 +63,21 @@ class AgentFactory:
         directory = config.subagents_dir()
         if directory is not None:
             self._load_markdown(directory)
+        self.mcp_tools = self._load_mcp_servers()
+
+    def _load_mcp_servers(self) -> dict[str, list[Tool]]:
+        """Each MCP server a profile names, asked for its tools once (bounded by its
+        timeout). One that cannot be reached gives no tools and a warning: the host
+        starts, and a subagent that requires one of its tools is refused by name."""
+        used = {name for profile in self.config.profiles.values() for name in profile.mcp_servers}
+        found: dict[str, list[Tool]] = {}
+        for name in sorted(used):
+            try:
+                found[name] = list(load_mcp_toolset(name, self.config.mcp_servers[name]))
+            except (McpToolError, McpNotInstalled, ToolSchemaError) as exc:
+                self.warnings.append(f"MCP server {name!r} gives no tools: {exc.message}")
+                found[name] = []
+        return found
 
     def _load_markdown(self, directory: Path) -> None:
         loaded = load_subagent_dir(directory)
@@ -97,17 +114,36 @@ class AgentFactory:
         builder.name(name)
         for text in profile.instruction_list():
             builder.instructions(text)
+        for server in profile.mcp_servers:
+            builder.tools(self.mcp_tools.get(server, []))
         return builder
 
     def _inherited_model(self) -> str | None:
         default = self.config.profiles.get(self.config.host.default_profile)
         return default.model_id if default is not None else None
 
-    def child_agent(self, name: str) -> Agent:
-        """The executable child behind subagent ``name`` (never with nested subagents)."""
+    def profile_mcp_tools(self, profile_name: str) -> list[Tool]:
+        """The MCP servers' tools a profile names (what its children may inherit)."""
+        profile = self.config.profiles.get(profile_name)
+        servers = profile.mcp_servers if profile is not None else []
+        return [tool for server in servers for tool in self.mcp_tools.get(server, [])]
+
+    def child_agent(self, name: str, parent_mcp_tools: Sequence[Tool] = ()) -> Agent:
+        """The executable child behind subagent ``name`` (never with nested subagents).
+
+        ``parent_mcp_tools`` are the delegating parent's MCP tools: the child gets
+        those its ``required_tools`` / ``optional_tools`` name (besides its own
+        profile's), as a blocking child gets them through its inheritance policy.
+        """
         entry = self.config.subagents.get(name)
         if entry is not None:
-            return self._builder(name, self.config.profiles[entry.profile]).build()
+            builder = self._builder(name, self.config.profiles[entry.profile])
+            wanted = {*entry.required_tools, *entry.optional_tools}
+            own = {tool.name for tool in self.profile_mcp_tools(entry.profile)}
+            builder.tools(
+                tool for tool in parent_mcp_tools if tool.name in wanted and tool.name not in own
+            )
+            return builder.build()
         spec = self.markdown.get(name)
         if spec is None:
             raise UnknownSubagent(

@@ -44,6 +44,14 @@ Shape::
     toolsets = ["filesystem"]
     subagents = ["research"]     # the names this parent exposes
     model_settings = { temperature = 0.2 }
+    mcp_servers = ["files"]      # MCP servers whose tools this agent gets
+
+    [mcp_servers.NAME]           # an MCP server (the mcp extra): stdio or HTTP
+    command = "uvx"              # stdio: command, args, env, cwd
+    args = ["mcp-server-fetch"]
+    url = "http://127.0.0.1:9000/mcp"   # or streamable HTTP: url, headers
+    timeout_seconds = 30.0       # bounds every exchange; a slow server is a tool error
+    tools = ["fetch"]            # optional: only these of its tools
 
     [subagents.NAME]
     profile = "research"         # required
@@ -69,6 +77,7 @@ import msgspec
 
 from statemachines import SubagentsError
 
+from .._agent._mcp_tools import McpServerConfig
 from .._specs._agent_spec import ModelProviderRegistry, default_model_providers
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -154,6 +163,7 @@ class ProfileConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     subagents: list[str] = msgspec.field(default_factory=list)
     model_settings: dict[str, Any] = msgspec.field(default_factory=dict)
     description: str | None = None
+    mcp_servers: list[str] = msgspec.field(default_factory=list)
 
     def instruction_list(self) -> list[str]:
         if isinstance(self.instructions, str):
@@ -174,6 +184,7 @@ class _RawConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     host: HostSection = msgspec.field(default_factory=HostSection)
     profiles: dict[str, Any] = msgspec.field(default_factory=dict)
     subagents: dict[str, Any] = msgspec.field(default_factory=dict)
+    mcp_servers: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
 class HostConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -190,6 +201,7 @@ class HostConfig(msgspec.Struct, frozen=True, kw_only=True):
     subagents: dict[str, SubagentEntry]
     source: str = "<memory>"
     base_dir: str = "."
+    mcp_servers: dict[str, McpServerConfig] = msgspec.field(default_factory=dict)
 
     def resolve_path(self, value: str) -> Path:
         path = Path(os.path.expanduser(value))
@@ -293,12 +305,19 @@ def parse_host_config(
             subagents[name] = msgspec.convert(value, SubagentEntry, strict=True)
         except msgspec.ValidationError as exc:
             raise _validation_error(source, exc, f"subagents.{name}") from None
+    servers: dict[str, McpServerConfig] = {}
+    for name, value in raw.mcp_servers.items():
+        try:
+            servers[name] = msgspec.convert(value, McpServerConfig, strict=True)
+        except msgspec.ValidationError as exc:
+            raise _validation_error(source, exc, f"mcp_servers.{name}") from None
     config = HostConfig(
         host=raw.host,
         profiles=profiles,
         subagents=subagents,
         source=source,
         base_dir=os.fspath(base_dir),
+        mcp_servers=servers,
     )
     _check(config, providers or default_model_providers())
     return config
@@ -333,6 +352,7 @@ def _check(config: HostConfig, providers: ModelProviderRegistry) -> None:
     _check_host(config)
     _check_profiles(config, providers)
     _check_subagents(config)
+    _check_mcp_servers(config)
 
 
 def _check_host(config: HostConfig) -> None:
@@ -420,6 +440,31 @@ def _check_profiles(config: HostConfig, providers: ModelProviderRegistry) -> Non
             raise config_error(
                 src, f"{key}.subagents", "lists a name twice", "list each subagent once"
             )
+
+
+def _check_mcp_servers(config: HostConfig) -> None:
+    """Each ``[mcp_servers.NAME]`` is a stdio command or a URL, with a usable timeout;
+    each profile names only configured servers."""
+    src = config.source
+    for name, server in config.mcp_servers.items():
+        key = f"mcp_servers.{name}"
+        if (server.command is None) == (server.url is None):
+            raise config_error(
+                src, key, "needs command (stdio) or url (HTTP), not both", "set one of them"
+            )
+        if not (math.isfinite(server.timeout_seconds) and server.timeout_seconds > 0):
+            raise config_error(
+                src, f"{key}.timeout_seconds", "must be a positive number", "e.g. 30.0"
+            )
+    for name, profile in config.profiles.items():
+        for index, server_name in enumerate(profile.mcp_servers):
+            if server_name not in config.mcp_servers:
+                raise config_error(
+                    src,
+                    f"profiles.{name}.mcp_servers[{index}]",
+                    f"unknown MCP server {server_name!r}",
+                    f"add an [mcp_servers.{server_name}] table",
+                )
 
 
 def _check_subagents(config: HostConfig) -> None:

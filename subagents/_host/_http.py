@@ -14,6 +14,8 @@
   ``Last-Event-ID: <last_seq>`` resumes without a gap. A sequence number that
   is not ASCII digits up to 2^63-1 gets 400 (``INVALID_PARAMS``).
 - ``GET /health``: ``{"status": "ok"}`` without a token (a readiness probe).
+- ``GET /`` and the routes of :mod:`._console`: the web console (its session
+  cookie also opens ``GET /events``).
 
 Served by uvicorn (h11) on ``[host] bind`` (127.0.0.1 by default) behind
 :class:`~._httpguard.ConnectionGuard`: a request head deadline, a connection
@@ -40,6 +42,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from ._config import is_loopback, resolve_bind
+from ._console import Console, ConsoleAuth
 from ._httpguard import ConnectionGuard, fd_budget, guarded_protocol, install_quiet_logs
 from ._jsonrpc import Connection, Dispatcher, ErrorCode, RpcError, encode_frame, too_large
 from ._methods import HostEvent
@@ -165,13 +168,15 @@ def _sse_response(
     )
 
 
-def build_app(service: HostService, dispatcher: Dispatcher, token: str) -> Starlette:
+def build_app(
+    service: HostService, dispatcher: Dispatcher, token: str, console: ConsoleAuth | None = None
+) -> Starlette:
     """The ASGI app (usable in-process with ``httpx.ASGITransport``).
 
     Bounds come from ``service.config.host``: ``stream_buffer_events``,
     ``stream_heartbeat``, ``stream_retry_ms``, ``stream_send_timeout`` (SSE) and
     ``http_body_timeout`` (``POST /rpc``). ``app.state.close_streams()`` ends every
-    open SSE stream (server shutdown).
+    open SSE stream (server shutdown). ``console``: the web console's login (:mod:`._console`).
     """
     bounds = service.config.host
     expected = f"Bearer {token}".encode()
@@ -208,8 +213,10 @@ def build_app(service: HostService, dispatcher: Dispatcher, token: str) -> Starl
             return Response(status_code=204)
         return Response(reply, media_type="application/json")
 
+    web = Console(service, console or ConsoleAuth(token), authorized)
+
     async def events(request: Request) -> Response:
-        if not authorized(request):
+        if not authorized(request) and not web.auth.cookie_ok(request):
             return unauthorized()
         session_id = request.query_params.get("session_id", "")
         after = _start_seq(request)
@@ -231,6 +238,7 @@ def build_app(service: HostService, dispatcher: Dispatcher, token: str) -> Starl
             Route("/rpc", rpc, methods=["POST"]),
             Route("/events", events, methods=["GET"]),
             Route("/health", health, methods=["GET"]),
+            *web.routes(),
         ]
     )
 
@@ -295,6 +303,7 @@ async def serve_http(
     bind: str | None = None,
     operator_token: bool = False,
     ready: Callable[[str], None] | None = None,
+    console: ConsoleAuth | None = None,
 ) -> None:
     """Serve on ``bind:port`` until ``shutdown``; then close the service.
 
@@ -302,7 +311,7 @@ async def serve_http(
     :func:`resolve_bind`: a non-loopback address raises :class:`HostConfigError`
     unless ``operator_token`` says the operator chose ``token``, and is logged as
     a warning when allowed. ``port`` 0 is ephemeral. The service is closed on
-    every exit path.
+    every exit path. ``console`` is the web console's login (see :func:`build_app`).
     """
     try:
         address = resolve_bind(service.config, bind, operator_token=operator_token)
@@ -316,7 +325,7 @@ async def serve_http(
     except BaseException:
         await service.close()
         raise
-    app = build_app(service, dispatcher, token)
+    app = build_app(service, dispatcher, token, console)
     install_quiet_logs(service.config.host.http_log_interval)
     try:
         host, actual = sock.getsockname()[:2]

@@ -181,6 +181,15 @@ def _params_error(exc: msgspec.ValidationError) -> RpcError:
     )
 
 
+def _mcp_client_error(exc: msgspec.ValidationError) -> RpcError:
+    """An MCP client's ``initialize`` (it carries ``protocolVersion``) sent to the
+    JSON-RPC host: the same refusal, with the command MCP clients need instead."""
+    error = _params_error(exc)
+    hint = "this is the subagents JSON-RPC host; MCP clients use `subagents serve --mcp`"
+    data = {**(error.data or {}), "hint": hint}
+    return RpcError(error.code, f"{error.message} ({hint})", data)
+
+
 class Dispatcher:
     """Parses frames, validates requests and params, calls handlers, frames replies.
 
@@ -306,6 +315,8 @@ class Dispatcher:
         try:
             typed = msgspec.convert(params, binding.params, strict=True)
         except msgspec.ValidationError as exc:
+            if method == "initialize" and "protocolVersion" in params:
+                return _mcp_client_error(exc)
             return _params_error(exc)
         try:
             result = await binding.handler(typed, conn)

@@ -61,9 +61,12 @@ from storage import (
     StoreError,
 )
 
-from .._agent import Agent
+from .._agent import Agent, AgentContext
 from .._agent._models import Model
+from .._agent._tools import Tool
+from .._delegation._background import _LAUNCH_KEY
 from .._delegation._config import SubagentDelegationMode
+from .._delegation._delivery import DURABLE_RUN_KEY
 from .._errors import AgentError, ModelError, UsageLimitExceeded
 from .._specs._agent_spec import ModelProviderRegistry, default_model_providers
 from ._agents import AgentFactory
@@ -133,6 +136,11 @@ tick; an attempt that ended here, a run that started or ended here, or a reconci
 that changed a record makes the next tick sweep. ``maintain()`` called directly always
 sweeps."""
 _TERMINAL_RUN = {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED}
+PARENT_PROFILE_KEY = "subagents.parent_profile"
+"""``ChildRequest.metadata``: the delegating parent's profile (its MCP tools are inherited)."""
+MCP_SESSION_KEY = "subagents.mcp"
+"""Session metadata of a session an MCP client drives: its results are the client's
+(``wait_subagent``, the attempt resource), never consumed by an automatic continuation."""
 
 
 def map_store_error(exc: Exception) -> RpcError | None:
@@ -357,8 +365,18 @@ class HostService:
         self._supervisors[session_id] = supervisor
         return supervisor
 
+    def _parent_mcp_tools(self, request: ChildRequest) -> list[Tool]:
+        """The delegating parent's MCP tools: from its tool registry (a model's
+        ``delegate``), else from the profile an MCP client delegates under."""
+        launch = request.metadata.get(_LAUNCH_KEY)
+        parent_tools = getattr(launch, "parent_tools", None)
+        if parent_tools is not None:
+            return [t for t in parent_tools if getattr(t, "metadata", {}).get("kind") == "mcp"]
+        profile = request.metadata.get(PARENT_PROFILE_KEY)
+        return self.agents.profile_mcp_tools(profile) if isinstance(profile, str) else []
+
     async def _run_child(self, request: ChildRequest, control: ChildControl) -> ChildOutcome:
-        agent = self.agents.child_agent(request.subagent_name)
+        agent = self.agents.child_agent(request.subagent_name, self._parent_mcp_tools(request))
         run = asyncio.ensure_future(agent.run(request.prompt))
         cancelled = asyncio.ensure_future(control.wait_cancelled())
         try:
@@ -414,13 +432,14 @@ class HostService:
         and continuations."""
         if self._closed:
             return
-        self._reconcile_runs()
         try:
+            # First: results claimed by runs whose host is gone go back, unsuppressed.
             sweep = bool(self.store.reconcile(self.namespace_id)) or sweep
             if sweep:
                 self.store.expire_retention(self.namespace_id)
         except StoreError as exc:
             log.warning("store reconciliation failed: %s", exc)
+        self._reconcile_runs()
         if not sweep:
             return
         # Read before the sweep: whatever ends while it runs makes the next tick sweep.
@@ -457,17 +476,24 @@ class HostService:
         return runs
 
     def _reconcile_runs(self) -> None:
-        """Runs left admitted/running by a dead host (admission lease expired) become failed."""
+        """Runs left admitted/running by a dead host (admission lease expired) become failed.
+
+        Not before the lease has been expired for twice a run-linked claim's
+        deadline: by then the store's reconcile released the results such a run
+        had taken, as a lost consumer's (unsuppressed), so automatic continuation
+        can consume them; failing the run first would suppress it.
+        """
         now = self.clock.now()
+        grace = 2 * Deliverer.RUN_CLAIM_SECONDS
         for run in self._candidate_runs():
             key = (run.session_id, run.run_id)
             if run.status in _TERMINAL_RUN or key in self._runs:
                 self._watched.discard(key)
                 continue
             lease = run.admission_lease
-            if lease is not None and lease.lease_expires_at > now:
+            if lease is not None and lease.lease_expires_at + grace > now:
                 self._watched.add(key)
-                continue  # a live host (maybe another one) owns it
+                continue  # a live host (maybe another one) owns it, or it just lapsed
             self._watched.discard(key)
             try:
                 self.store.transition_run(
@@ -487,7 +513,8 @@ class HostService:
 
         The causal parent's profile; when the parent is not a durable run (the
         attempt names the SDK's own run id), the session's. A cancelled parent
-        or an inactive session suppresses automatic continuation.
+        or an inactive session suppresses automatic continuation, and so does a session an
+        MCP client drives (``MCP_SESSION_KEY`` in its metadata: the client reads its results).
         """
         try:
             parent = self.store.load_run(session_id, parent_run_id)
@@ -503,7 +530,7 @@ class HostService:
             session = self.store.load_session(session_id)
         except StoreError:
             return None
-        if session.status != SessionStatus.ACTIVE:
+        if session.status != SessionStatus.ACTIVE or MCP_SESSION_KEY in session.metadata:
             return None
         return session.profile or self.config.host.default_profile
 
@@ -527,8 +554,9 @@ class HostService:
             if profile not in self.config.profiles:
                 continue  # unknown profile: keep the evidence, no automatic run
             try:
+                head = self._head_run_id(session_id)
                 receipt = self.deliverer.admit_continuation(
-                    record, self._continuation_run(record), self.clock.now()
+                    record, self._continuation_run(record, head), self.clock.now(), head
                 )
             except StoreError as exc:
                 log.info("no continuation for %s now: %s", record.attempt_id, exc)
@@ -546,11 +574,17 @@ class HostService:
             )
             self._launch(admitted, profile, lease.admission_id)
 
+    def _head_run_id(self, session_id: str) -> str | None:
+        """The session's head run (its latest), which a continuation restores from."""
+        runs = self.store.list_runs(session_id)
+        return runs[-1].run_id if runs else None
+
     def _continuation_run(
-        self, record: AttemptRecord
+        self, record: AttemptRecord, head_run_id: str | None
     ) -> Callable[[tuple[InputPart, ...], float], RunRecord]:
         """The builder of the run that consumes ``record``'s result (for the deliverer,
-        which decides what the run's input is)."""
+        which decides what the run's input is). It restores from the session's head
+        run ``head_run_id`` (not from the causal parent, which may be older)."""
 
         def make(parts: tuple[InputPart, ...], now: float) -> RunRecord:
             run_id = f"run_{self.ids.uuid4().hex}"
@@ -570,6 +604,7 @@ class HostService:
                 input=parts,
                 trigger_type=ASYNC_SUBAGENT_RESULT,
                 parent_run_id=record.parent_run_id,
+                restore_from_run_id=head_run_id,
                 profile=record.profile,
                 metadata=metadata,
                 trace_context=record.trace_context,
@@ -994,8 +1029,13 @@ class HostService:
                 )
                 self.emit(run.session_id, "run.started", run.run_id, {"profile": profile})
                 renew = asyncio.get_running_loop().create_task(self._renew(run, live))
+                if run.trigger_type == RPC_TRIGGER:
+                    prompt += self._waiting_results(run)
                 agent = self.build_agent(profile, run.session_id, live)
-                result = await agent.run(prompt)
+                # Results this run takes (wait_subagent, its next turns) are claimed
+                # for it; its terminal transition acknowledges or releases them.
+                context = AgentContext(metadata={DURABLE_RUN_KEY: run.run_id})
+                result = await agent.run(prompt, context)
             except asyncio.CancelledError:
                 self._finish(run, live, RunStatus.CANCELLED, live.interrupt_reason or "interrupted")
                 return
@@ -1012,6 +1052,29 @@ class HostService:
             self._runs.pop(key, None)
         if self._accepting:
             self._admit_continuations()
+
+    def _waiting_results(self, run: RunRecord) -> str:
+        """Claim for explicit run ``run`` every result of its session that waits for a
+        consumer (undelivered, or suppressed for automatic continuation; whichever
+        host process launched it) and return their text, to follow the run's input.
+
+        The claims are the run's: its completion acknowledges them in the store,
+        its failure or cancellation (or its host's death) releases them.
+        """
+        records = self.deliverer.claim_for_run(run.session_id, run.run_id)
+        now = self.clock.now()
+        texts: list[str] = []
+        for record in records:
+            self.deliverer.deltas.pop(record.attempt_id)
+            texts.extend(part.text for part in self.deliverer.run_input(record, now))
+        if records:
+            self.emit(
+                run.session_id,
+                "run.results_claimed",
+                run.run_id,
+                {"attempt_ids": [r.attempt_id for r in records]},
+            )
+        return "".join("\n\n" + text for text in texts)
 
     def _finish(self, run: RunRecord, live: _LiveRun, status: RunStatus, text: str) -> None:
         preview = _truncate(text, OUTPUT_PREVIEW_BYTES)

@@ -11,11 +11,13 @@ from actor_helpers import SupervisorFactory, wait_terminal
 
 from actors import ChildControl, ChildOutcome, ChildRequest, Deliverer
 from properties import Fault, FaultyStore
+from statemachines import RunStatus
 from storage import (
     ASYNC_SUBAGENT_RESULT,
     AdmissionLease,
     AttemptRecord,
     Delivered,
+    DeliveryClaimed,
     InputPart,
     ManualClock,
     RetryableStorage,
@@ -77,7 +79,17 @@ def test_a_lost_admission_response_is_replayed_and_admits_the_run_once(
     assert [part.text for part in receipt.run.input if "out:p" in (part.text or "")]
     stored = faulty.load_attempt(record.attempt_id)
     assert stored.continuation_run_id == "run_continuation"
-    # The result is consumed: no second continuation, and no other consumer.
+    # Claimed for the run, not yet consumed: no second continuation meanwhile.
+    assert stored.delivery_status == "claimed"
+    with pytest.raises(DeliveryClaimed):
+        deliverer.admit_continuation(stored, _run_for(stored), clock.now())
+    # The run's completion is the acknowledgement; then nothing consumes it again.
+    for status in (RunStatus.RUNNING, RunStatus.COMPLETED):
+        faulty.transition_run(
+            record.parent_session_id, "run_continuation", status, admission_id="adm_1"
+        )
+    stored = faulty.load_attempt(record.attempt_id)
+    assert (stored.delivery_status, stored.delivered_to_run_id) == ("delivered", "run_continuation")
     with pytest.raises(Delivered):
         deliverer.admit_continuation(stored, _run_for(stored), clock.now())
 

@@ -11,7 +11,7 @@ from actor_helpers import Collector, SupervisorFactory, wait_terminal
 
 from actors import ChildControl, ChildOutcome, ChildRequest
 from properties import FaultyStore, Gate
-from storage import ManualClock, RetryableStorage, StaleFence, faults
+from storage import ManualClock, StaleFence, faults
 
 STORE_POINTS = ("store.before_commit", "store.after_commit", "store.after_commit_before_response")
 
@@ -145,21 +145,5 @@ def test_a_fault_inside_the_finalizer_becomes_failed_evidence_delivered_once(
     assert faulty.calls["commit_terminal"] == 1
 
 
-def test_a_fault_between_admitting_a_continuation_and_its_ack_releases_the_claim(
-    faulty: FaultyStore, make_supervisor: SupervisorFactory
-) -> None:
-    gate = Gate()
-    supervisor = make_supervisor(runner=gated_runner(gate), store=faulty)
-    attempt = supervisor.delegate_sync("research", "p").attempt_id
-    gate.open()
-    assert wait_terminal(supervisor, attempt) == "terminal"
-    faults.arm("delivery.after_continuation_admitted_before_ack", "raise_transient")
-    with pytest.raises(RetryableStorage):
-        supervisor.take_pending_sync("continuation-1")
-    assert faulty.load_attempt(attempt).delivery_status == "undelivered"
-    # The next consuming run takes it, exactly once.
-    (result,) = supervisor.take_pending_sync("continuation-2")
-    assert (result.attempt_id, result.output) == (attempt, "done")
-    assert supervisor.take_pending_sync("continuation-3") == []
-    assert faulty.load_attempt(attempt).delivery_status == "delivered"
-    assert faults.fault_counts() == {"delivery.after_continuation_admitted_before_ack": 1}
+# The point between claiming results for a durable run and handing them over:
+# tests/actors/test_consumer_runs.py (a lost response there is replayed exactly).

@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from host_helpers import REPO, SCRIPTED, cli_env
@@ -33,16 +34,24 @@ class Unanswered(Exception):
 
 
 class HostProc:
-    """One scripted ``serve --stdio`` host subprocess; replies by id, events collected.
+    """One scripted ``serve --stdio`` host subprocess (``script``, by default
+    ``scripted_host.py``); replies by id, events collected.
 
     ``deadline`` bounds every wait (a reply, an event, the process's exit).
     """
 
-    def __init__(self, name: str, *args: str, env: dict[str, str], deadline: float) -> None:
+    def __init__(
+        self,
+        name: str,
+        *args: str,
+        env: dict[str, str],
+        deadline: float,
+        script: Path = SCRIPTED,
+    ) -> None:
         self.name = name
         self.deadline = deadline
         self.proc = subprocess.Popen(
-            [sys.executable, str(SCRIPTED), "serve", "--stdio", *args],
+            [sys.executable, str(script), "serve", "--stdio", *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -113,6 +113,9 @@ async def test_a_wall_clock_step_leaves_a_live_attempt_running_on_its_owner(
         await client.result("session.create", {"session_id": "s1"})
         parent = await client.result("run.start", {"session_id": "s1", "input": "plan"})
         assert await asyncio.to_thread(gate.entered.wait, TIMEOUT)
+        # The parent ends first: a result that ended before the parent's next turn
+        # would be consumed by that turn (in-band), not by a continuation run.
+        await next_event(service, "s1", "run.completed", parent["run_id"])
         real = time.time
         monkeypatch.setattr(time, "time", lambda: real() + step)  # the system clock steps
         for _ in range(3):  # reconciliation passes see the stepped wall clock

@@ -58,6 +58,23 @@ async def test_invalid_params_names_the_path(client: Client) -> None:
     assert "bogus" in reply["error"]["message"]
 
 
+async def test_an_mcp_client_is_told_to_use_serve_mcp(client: Client) -> None:
+    """An MCP client's initialize (issue 21) used to get only "unknown field
+    'protocolVersion'"; it now also names the command MCP clients need."""
+    mcp_initialize = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "mcp", "version": "2.3"},
+    }
+    reply = await client.call("initialize", mcp_initialize)
+    assert reply["error"]["code"] == PARAMS
+    assert "subagents serve --mcp" in reply["error"]["message"]
+    assert "serve --mcp" in reply["error"]["data"]["hint"]
+    assert reply["error"]["data"]["reason"] == "invalid_params"
+    plain = await client.call("initialize", {"bogus": 1})
+    assert "serve --mcp" not in plain["error"]["message"]
+
+
 async def test_notifications_are_never_answered(client: Client) -> None:
     assert await client.raw(b'{"jsonrpc":"2.0","method":"diagnostics.get"}') is None
     assert await client.raw(b'{"jsonrpc":"2.0","method":"no.such.method"}') is None

@@ -16,6 +16,7 @@ import msgspec
 import pytest
 
 from properties.reliability._crash import (
+    CONSUMER_KILLS,
     FAULT_POINTS,
     REPLAYS,
     CrashReport,
@@ -32,9 +33,11 @@ from properties.reliability._oracle import (
     OracleLog,
     Snapshot,
     check_snapshot,
+    consumer_of,
     take_snapshot,
 )
-from storage import ASYNC_SUBAGENT_RESULT, LmdbSessionStore
+from statemachines import DeliveryStatus, RunStatus
+from storage import ASYNC_SUBAGENT_RESULT, DeliveryClaim, LmdbSessionStore
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -70,8 +73,10 @@ def test_a_run_that_injected_nothing_is_a_violation() -> None:
     assert "fault point store.after_commit fired 0 times (minimum 5)" in missed
     assert "random-delay kills: 0 (minimum 20)" in missed
     assert "replay path continuation-exact-replay seen 0 times (minimum 1)" in missed
-    assert len(missed) == len(FAULT_POINTS) + 1 + len(REPLAYS)
-    full = dict.fromkeys(FAULT_POINTS, 5) | {"random-delay": 20}
+    assert "consumer kill consumer:mid_continuation fired 0 times (minimum 10)" in missed
+    assert len(missed) == len(FAULT_POINTS) + len(CONSUMER_KILLS) + 1 + len(REPLAYS)
+    full = dict.fromkeys(FAULT_POINTS, 5) | dict.fromkeys(CONSUMER_KILLS, 10)
+    full |= {"random-delay": 20}
     assert shortfalls(200, full, dict.fromkeys(REPLAYS, 1)) == []
 
 
@@ -93,7 +98,11 @@ def _store_view(workdir: Path) -> tuple[Snapshot, Ledger]:
 
 
 def _second_continuation(snapshot: Snapshot, ledger: Ledger) -> str:
-    run = next(r for r in snapshot.runs if r.trigger_type == ASYNC_SUBAGENT_RESULT)
+    run = next(
+        r
+        for r in snapshot.runs
+        if r.trigger_type == ASYNC_SUBAGENT_RESULT and str(r.status) == "completed"
+    )
     snapshot.runs.append(msgspec.structs.replace(run, run_id=run.run_id + "-twin"))
     return "2 continuation runs"
 
@@ -132,9 +141,33 @@ def _undelivered_result(snapshot: Snapshot, ledger: Ledger) -> str:
     return "does not exist"
 
 
+def _consumer_died(snapshot: Snapshot, ledger: Ledger) -> str:
+    record = next(r for r in snapshot.attempts if str(r.delivery_status) == "delivered")
+    consumer = consumer_of(record)
+    snapshot.runs = [
+        msgspec.structs.replace(r, status=RunStatus.FAILED) if r.run_id == consumer else r
+        for r in snapshot.runs
+    ]
+    return "a dead consumer took the result with it"
+
+
+def _claim_kept_by_ended_run(snapshot: Snapshot, ledger: Ledger) -> str:
+    index, record = next(
+        (i, r) for i, r in enumerate(snapshot.attempts) if str(r.delivery_status) == "delivered"
+    )
+    ended = consumer_of(record) or ""
+    claim = DeliveryClaim(claim_id="c1", deadline=0.0, continuation_run_id=ended)
+    snapshot.attempts[index] = msgspec.structs.replace(
+        record, delivery_status=DeliveryStatus.CLAIMED, delivery_claim=claim
+    )
+    return "an ended consumer's claim was not released"
+
+
 @pytest.mark.parametrize(
     "doctor",
     [
+        _consumer_died,
+        _claim_kept_by_ended_run,
         _second_continuation,
         _ungranted_owner,
         _write_after_death,
@@ -192,3 +225,14 @@ def test_a_life_killed_before_its_hello_is_no_violation_but_a_silent_one_is(
         assert run.violations == ["host life 41 never said hello"]
     finally:
         run.log.close()
+
+
+def test_kills_inside_consumer_runs_lose_no_result(tmp_path: Path) -> None:
+    """SIGKILL mid continuation run and right before its terminal commit (the
+    acknowledgement): after every restart the result is still retained and offered,
+    and in the end consumed by exactly one completed run."""
+    report = run_crash_cycles(cycles=4, seed=7, workdir=tmp_path, kinds=CONSUMER_KILLS)
+    assert report.violations == ()
+    assert all(report.kills_by_point[kill] == 2 for kill in CONSUMER_KILLS), report.kills_by_point
+    assert report.consumer_rounds == report.kills + report.settles
+    assert report.consumer_checks >= report.consumer_rounds

@@ -250,8 +250,11 @@ def continuation_run(
     parts: tuple[InputPart, ...],
     *,
     ttl: float = LEASE_TTL,
+    restore_from_run_id: str | None = None,
 ) -> RunRecord:
-    """The continuation run consuming ``record``, with its causal fields."""
+    """The continuation run consuming ``record``, with its causal fields. It restores
+    from ``restore_from_run_id`` (default: the causal parent run, which is the session's
+    head in a session where nothing else ran)."""
     now = clock.now()
     metadata = {
         "async_subagent.attempt_id": record.attempt_id,
@@ -268,6 +271,7 @@ def continuation_run(
         input=parts,
         trigger_type=storage.ASYNC_SUBAGENT_RESULT,
         parent_run_id=record.parent_run_id,
+        restore_from_run_id=restore_from_run_id or record.parent_run_id,
         profile=record.profile,
         metadata=metadata,
         trace_context=record.trace_context,
@@ -285,6 +289,7 @@ def continuation(
     parts: tuple[InputPart, ...] | None = None,
     cause: ContinuationCause | None = None,
     expected_head_run_id: str | None = None,
+    restore_from_run_id: str | None = None,
 ) -> AcquireContinuation:
     """A continuation request for the terminal ``record`` (as stored).
 
@@ -300,7 +305,7 @@ def continuation(
         claim_id=claim_id,
         claim_deadline=clock.now() + CLAIM_TTL,
         cause=cause,
-        run=continuation_run(record, clock, run_id, parts),
+        run=continuation_run(record, clock, run_id, parts, restore_from_run_id=restore_from_run_id),
         expected_head_run_id=expected_head_run_id,
     )
 

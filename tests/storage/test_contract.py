@@ -486,7 +486,7 @@ def test_a_forged_continuation_is_conflict_and_admits_nothing(
     assert continuation_runs(store) == []
 
 
-def test_a_continuation_admits_exactly_one_run_and_leaves_the_record_delivered(
+def test_a_continuation_admits_exactly_one_run_and_leaves_the_record_claimed_for_it(
     store: SessionStore, clock: ManualClock, reopen: Reopen
 ) -> None:
     setup_session(store, clock)
@@ -499,23 +499,29 @@ def test_a_continuation_admits_exactly_one_run_and_leaves_the_record_delivered(
     assert receipt.run.trigger_type == storage.ASYNC_SUBAGENT_RESULT
     assert receipt.run.status == RunStatus.ADMITTED
     assert receipt.run.input == request.run.input
-    assert receipt.record.delivery_status == DeliveryStatus.DELIVERED
+    # Delivered means consumed: the result is claimed for the run until it completes.
+    assert receipt.record.delivery_status == DeliveryStatus.CLAIMED
+    assert receipt.record.delivery_claim == storage.DeliveryClaim(
+        claim_id=request.claim_id,
+        deadline=request.claim_deadline,
+        continuation_run_id=request.run.run_id,
+    )
     assert receipt.record.continuation_run_id == request.run.run_id
-    assert receipt.record.delivered_claim_id == request.claim_id
+    assert receipt.record.delivered_claim_id is None
     assert receipt.record.terminal_fingerprint == first.terminal_fingerprint
 
     store = reopen(store)
     assert store.load_attempt(ATTEMPT) == receipt.record
     assert store.load_run(SESSION, request.run.run_id) == receipt.run
     assert continuation_runs(store) == [request.run.run_id]
-    assert store.list_pending_attempts(NS) == []
+    assert [r.attempt_id for r in store.list_pending_attempts(NS)] == [ATTEMPT]
 
     # Exact replay: the same receipt, marked as a replay, and still one run.
     replay = store.acquire_continuation(request)
     assert replay == replace(receipt, idempotent_replay=True)
     assert continuation_runs(store) == [request.run.run_id]
 
-    # Terminal replay after delivery is Ok and does not undo the delivery.
+    # Terminal replay while claimed is Ok and does not undo the claim.
     assert store.commit_terminal(commit) == receipt.record
 
 
@@ -530,14 +536,20 @@ def test_a_second_different_continuation_for_the_same_attempt_is_delivered(
     store.transition_run(SESSION, run_id, RunStatus.RUNNING, admission_id=admission)
     store.transition_run(SESSION, run_id, RunStatus.COMPLETED, admission_id=admission)
     store = reopen(store)
-    second = continuation(first, clock, run_id="continuation-run-2", claim_id="claim-2")
+    delivered = store.load_attempt(ATTEMPT)
+    assert delivered.delivery_status == DeliveryStatus.DELIVERED
+    assert delivered.delivered_to_run_id == run_id
+    second = continuation(
+        first, clock, run_id="continuation-run-2", claim_id="claim-2", restore_from_run_id=run_id
+    )
     with pytest.raises(Delivered):
         store.acquire_continuation(second)
     forged_replay = continuation(first, clock, parts=(InputPart(text="forged replay input"),))
     with pytest.raises(Conflict):
         store.acquire_continuation(forged_replay)
-    assert store.load_attempt(ATTEMPT) == receipt.record
+    assert store.load_attempt(ATTEMPT) == delivered
     assert continuation_runs(store) == [run_id]
+    assert receipt.record.delivery_status == DeliveryStatus.CLAIMED
 
 
 def test_a_continuation_while_another_run_is_live_is_run_conflict(
@@ -547,7 +559,7 @@ def test_a_continuation_while_another_run_is_live_is_run_conflict(
     first, _ = committed(store, clock)
     store.admit_run(plain_run(clock, "live-run"))
     with pytest.raises(RunConflict):
-        store.acquire_continuation(continuation(first, clock))
+        store.acquire_continuation(continuation(first, clock, restore_from_run_id="live-run"))
     assert store.load_attempt(ATTEMPT) == first
     assert continuation_runs(store) == []
 
@@ -576,7 +588,7 @@ def test_a_continuation_of_an_artifact_result_needs_the_full_artifact_content(
         store.acquire_continuation(continuation(first, clock))
     receipt = store.acquire_continuation(continuation(first, clock, artifact_content=content))
     assert content in receipt.run.input[0].text
-    assert receipt.record.delivery_status == DeliveryStatus.DELIVERED
+    assert receipt.record.delivery_status == DeliveryStatus.CLAIMED
 
 
 def test_a_continuation_of_an_expired_result_carries_the_expiry_summary(
@@ -649,30 +661,31 @@ def test_an_expired_claim_held_by_a_live_consumer_survives_until_the_consumer_is
     assert kept.delivery_status == DeliveryStatus.CLAIMED
     assert kept.delivery_claim == held
 
-    # The consumer is cancelled: the next claim releases the old one and
+    # The consumer is cancelled: its terminal commit releases the claim and
     # suppresses automatic continuation, so an automatic claim is refused.
     store.transition_run(SESSION, consumer, RunStatus.CANCELLED, admission_id=f"adm-{consumer}")
-    with pytest.raises(Conflict):
-        store.claim_delivery(ATTEMPT, claim(clock, "automatic"), automatic=True)
     store = reopen(store)
     suppressed = store.load_attempt(ATTEMPT)
     assert suppressed.delivery_status == DeliveryStatus.UNDELIVERED
     assert suppressed.delivery_claim is None
     assert suppressed.automatic_continuation_suppressed_by_run_id == consumer
     with pytest.raises(Conflict):
-        store.acquire_continuation(continuation(first, clock))
+        store.claim_delivery(ATTEMPT, claim(clock, "automatic"), automatic=True)
+    with pytest.raises(Conflict):
+        store.acquire_continuation(continuation(first, clock, restore_from_run_id=consumer))
     assert continuation_runs(store) == []
 
-    # An explicit later claim and acknowledge delivers and clears suppression.
-    explicit = claim(clock, "explicit", continuation_run_id="explicit-run")
+    # An explicit later claim (no durable run) and acknowledge delivers and clears it.
+    explicit = claim(clock, "explicit")
     assert store.claim_delivery(ATTEMPT, explicit).delivery_claim == explicit
     delivered = store.acknowledge_delivery(ATTEMPT, "explicit")
     assert delivered.delivery_status == DeliveryStatus.DELIVERED
     assert delivered.delivered_claim_id == "explicit"
+    assert delivered.delivered_to_run_id is None
     assert delivered.automatic_continuation_suppressed_by_run_id is None
 
 
-def test_reconcile_releases_and_suppresses_an_expired_claim_of_a_failed_consumer(
+def test_a_failed_consumers_terminal_commit_releases_and_suppresses_its_claim(
     store: SessionStore, clock: ManualClock
 ) -> None:
     setup_session(store, clock)
@@ -681,12 +694,11 @@ def test_reconcile_releases_and_suppresses_an_expired_claim_of_a_failed_consumer
     store.admit_run(plain_run(clock, consumer, ttl=600))
     store.claim_delivery(ATTEMPT, claim(clock, "claim-1", ttl=10, continuation_run_id=consumer))
     store.transition_run(SESSION, consumer, RunStatus.FAILED, admission_id=f"adm-{consumer}")
-    clock.advance(20)
-    changed = store.reconcile(NS)
-    assert [r.attempt_id for r in changed] == [ATTEMPT]
     released = store.load_attempt(ATTEMPT)
     assert released.delivery_status == DeliveryStatus.UNDELIVERED
     assert released.automatic_continuation_suppressed_by_run_id == consumer
+    clock.advance(20)
+    assert store.reconcile(NS) == []  # nothing left to settle
 
 
 def test_a_claim_whose_consumer_completed_is_acknowledged_instead_of_stolen(
@@ -706,6 +718,7 @@ def test_a_claim_whose_consumer_completed_is_acknowledged_instead_of_stolen(
     delivered = store.load_attempt(ATTEMPT)
     assert delivered.delivery_status == DeliveryStatus.DELIVERED
     assert delivered.delivered_claim_id == "claim-1"
+    assert delivered.delivered_to_run_id == consumer
 
 
 def test_an_expired_claim_without_a_consumer_run_is_released_by_reconcile(

@@ -555,8 +555,13 @@ def test_reconcile_releases_a_lost_consumers_claim_without_suppression(
     store: MemorySessionStore, clock: ManualClock
 ) -> None:
     aid = _terminal_record(store, clock).attempt_id
-    store.claim_delivery(aid, _claim("c1", clock, "never-admitted"))
-    clock.advance(CLAIM_TTL)
+    with pytest.raises(Conflict):  # a consumer run must be live to claim
+        store.claim_delivery(aid, _claim("c0", clock, "never-admitted"))
+    _consumer(store, clock, "consumer")
+    store.claim_delivery(aid, _claim("c1", clock, "consumer"))
+    lease = store.load_run(SESSION, "consumer").admission_lease
+    assert lease is not None
+    clock.advance(max(CLAIM_TTL, lease.lease_expires_at - clock.now()))  # its host died
     (changed,) = store.reconcile(NS)
     assert changed.delivery_status == "undelivered"
     assert changed.automatic_continuation_suppressed_by_run_id is None
@@ -566,6 +571,7 @@ def test_consumer_terminated_release_records_the_suppression(
     store: MemorySessionStore, clock: ManualClock
 ) -> None:
     aid = _terminal_record(store, clock).attempt_id
+    _consumer(store, clock, "consumer")
     store.claim_delivery(aid, _claim("c1", clock, "consumer"))
     with pytest.raises(Conflict):
         store.release_delivery(aid, "c1", ConsumerTerminated(run_id="other"))
@@ -585,12 +591,12 @@ def test_continuation_admits_exactly_one_run_and_replays_its_receipt(
     request = continuation(record, clock, expected_head_run_id="parent-run-1")
     receipt = store.acquire_continuation(request)
     assert not receipt.idempotent_replay
-    assert receipt.record.delivery_status == "delivered"
+    assert receipt.record.delivery_status == "claimed"
     assert receipt.record.continuation_run_id == receipt.run.run_id
     assert receipt.run.trigger_type == storage.ASYNC_SUBAGENT_RESULT
     assert receipt.cause == request.cause
     assert store.acquire_continuation(request) == replace(receipt, idempotent_replay=True)
-    with pytest.raises(Delivered):
+    with pytest.raises(Conflict):  # claimed for the live continuation run
         store.acquire_continuation(continuation(record, clock, run_id="another"))
     runs = store.list_runs(SESSION)
     assert [r.trigger_type for r in runs].count(storage.ASYNC_SUBAGENT_RESULT) == 1
@@ -640,7 +646,7 @@ def test_continuation_is_refused_while_another_run_is_live(
     record = _terminal_record(store, clock)
     store.admit_run(plain_run(clock, "busy"))
     with pytest.raises(RunConflict):
-        store.acquire_continuation(continuation(record, clock))
+        store.acquire_continuation(continuation(record, clock, restore_from_run_id="busy"))
 
 
 def test_continuation_after_retention_expiry_carries_the_expiry_summary(

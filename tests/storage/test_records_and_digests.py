@@ -138,6 +138,7 @@ DELIVERY_FIELDS = {
     "delivery_status",
     "delivery_claim",
     "delivered_claim_id",
+    "delivered_to_run_id",
     "continuation_run_id",
     "automatic_continuation_suppressed_by_run_id",
     "terminal_fingerprint",

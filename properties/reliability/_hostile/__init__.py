@@ -1,8 +1,8 @@
 """The hostile-input corpus: every case, its expected typed refusal, and the runner.
 
-Six families, each a tuple of frozen case records defined once, one module per input kind
+Seven families, each a tuple of frozen case records defined once, one module per input kind
 (:mod:`._markdown`, :mod:`._toml`, :mod:`._jsonrpc` and :mod:`._stdio`, :mod:`._tools`,
-:mod:`._sizes`, :mod:`._lmdb`; the in-process host they share is :mod:`._host`):
+:mod:`._sizes`, :mod:`._lmdb`, :mod:`._mcp`; the in-process host they share is :mod:`._host`):
 ``tests/hostile/`` parametrizes over the same tuples (one test per case) and
 :func:`run_hostile_corpus` runs them all outside pytest for ``subagents verify
 --report``.
@@ -15,6 +15,9 @@ Six families, each a tuple of frozen case records defined once, one module per i
 - ``tool-arguments``: what a model may send the delegation tools.
 - ``sizes``: prompts and steering at 0, limit-1, limit, limit+1 and 16 MiB.
 - ``lmdb-full``: a full LMDB map and a full reader table under a running host.
+- ``mcp``: MCP frames against a real ``subagents serve --mcp`` over stdio (oversized,
+  not JSON-RPC, unusable ids, unknown methods, bad params, invented ids) and over
+  streamable HTTP (no token, a foreign ``Origin``, a rebinding ``Host``, a huge body).
 
 What every case checks: the input gets a typed error (a ``SubagentsError``
 subclass, a JSON-RPC error object, or a retry prompt for the model), nothing
@@ -46,6 +49,18 @@ from ._markdown import (
     check_markdown_directory,
     write_markdown_corpus,
 )
+from ._mcp import (
+    MCP_HTTP_CASES,
+    MCP_LINE_CASES,
+    McpHttpCase,
+    McpHttpProcess,
+    McpLineCase,
+    McpStdioProcess,
+    check_mcp_http,
+    check_mcp_line,
+    run_mcp_http,
+    run_mcp_lines,
+)
 from ._runner import FAMILIES, MINIMUM_CASES, HostileReport, run_hostile_corpus
 from ._sizes import SIZE_CASES, SizeCase, check_size, sized_text
 from ._stdio import LINE_CASES, LineCase, StdioHostProcess, check_line, run_stdio_lines
@@ -61,6 +76,8 @@ __all__ = [
     "LINE_CASES",
     "LMDB_CASES",
     "MARKDOWN_CASES",
+    "MCP_HTTP_CASES",
+    "MCP_LINE_CASES",
     "MIB",
     "MINIMUM_CASES",
     "RESULT",
@@ -74,6 +91,10 @@ __all__ = [
     "HttpApp",
     "LineCase",
     "MarkdownCase",
+    "McpHttpCase",
+    "McpHttpProcess",
+    "McpLineCase",
+    "McpStdioProcess",
     "SizeCase",
     "StdioHostProcess",
     "TomlCase",
@@ -85,12 +106,16 @@ __all__ = [
     "check_lmdb",
     "check_markdown",
     "check_markdown_directory",
+    "check_mcp_http",
+    "check_mcp_line",
     "check_size",
     "check_toml",
     "check_tool_arguments",
     "hostile_host",
     "judge_reply",
     "run_hostile_corpus",
+    "run_mcp_http",
+    "run_mcp_lines",
     "run_stdio_lines",
     "sized_text",
     "tool_bench",

@@ -25,12 +25,21 @@ from ._jsonrpc import (
 )
 from ._lmdb import LMDB_CASES, check_lmdb
 from ._markdown import MARKDOWN_CASES, check_markdown, check_markdown_directory
+from ._mcp import MCP_HTTP_CASES, MCP_LINE_CASES, run_mcp_http, run_mcp_lines
 from ._sizes import SIZE_CASES, check_size
 from ._stdio import LINE_CASES, run_stdio_lines
 from ._toml import TOML_CASES, check_toml
 from ._tools import TOOL_ARGUMENT_CASES, check_tool_arguments, tool_bench
 
-FAMILIES: tuple[str, ...] = ("markdown", "toml", "jsonrpc", "tool-arguments", "sizes", "lmdb-full")
+FAMILIES: tuple[str, ...] = (
+    "markdown",
+    "toml",
+    "jsonrpc",
+    "tool-arguments",
+    "sizes",
+    "lmdb-full",
+    "mcp",
+)
 
 
 class HostileReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -55,6 +64,7 @@ MINIMUM_CASES: dict[str, int] = {
     "tool-arguments": len(TOOL_ARGUMENT_CASES),
     "sizes": len(SIZE_CASES),
     "lmdb-full": len(LMDB_CASES),
+    "mcp": len(MCP_LINE_CASES) + len(MCP_HTTP_CASES),
 }
 """Each family must really run every one of its cases (a run that tried fewer is red)."""
 
@@ -109,6 +119,12 @@ async def _lmdb_full(root: Path) -> list[str]:
     return [v for c in LMDB_CASES for v in await check_lmdb(c, root / "lmdb")]
 
 
+def _mcp(root: Path) -> tuple[int, list[str]]:
+    lines, found = run_mcp_lines(root / "mcp-stdio")
+    requests, http_found = run_mcp_http(root / "mcp-http")
+    return lines + requests, found + http_found
+
+
 FAMILY_RUNS: tuple[tuple[str, FamilyRun], ...] = (
     ("markdown", _markdown),
     ("toml", _toml),
@@ -116,6 +132,7 @@ FAMILY_RUNS: tuple[tuple[str, FamilyRun], ...] = (
     ("tool-arguments", lambda root: (len(TOOL_ARGUMENT_CASES), asyncio.run(_tool_arguments(root)))),
     ("sizes", lambda root: (len(SIZE_CASES), asyncio.run(_sizes(root)))),
     ("lmdb-full", lambda root: (len(LMDB_CASES), asyncio.run(_lmdb_full(root)))),
+    ("mcp", _mcp),
 )
 """Every family, in run order (the names of :data:`FAMILIES`)."""
 

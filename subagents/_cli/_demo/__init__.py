@@ -7,7 +7,7 @@ import argparse
 
 from statemachines import SubagentsError
 
-from .._common import CliError
+from .._common import CliError, port
 from ._common import DemoError
 from ._models import CHAT_CONFIG, DEMO_CONFIG, register_demo_models
 from ._story import run_demo
@@ -25,7 +25,7 @@ __all__ = [
 def run(args: argparse.Namespace) -> int:
     """The ``demo`` command: the story, or one readable error (never a traceback)."""
     try:
-        return run_demo(args.data_dir)
+        return run_demo(args.data_dir, open_console=args.open, port=args.port)
     except DemoError:
         raise
     except (SubagentsError, OSError, ValueError, RuntimeError) as exc:
@@ -38,4 +38,10 @@ def run(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     demo = sub.add_parser("demo", help="the offline end-to-end demo (kill, restart, reconcile)")
     demo.add_argument("--data-dir", help="a new or empty directory (default: a temp dir, kept)")
+    demo.add_argument(
+        "--open",
+        action="store_true",
+        help="afterwards, serve the data dir over HTTP and print the web console's link",
+    )
+    demo.add_argument("--port", type=port, default=0, help="the console's port (with --open)")
     demo.set_defaults(handler=run)

@@ -32,6 +32,7 @@ from storage import AttemptRecord
 
 from ._common import SESSION, DemoError
 from ._models import DEMO_CONFIG
+from ._open import serve_console
 from ._process import HostProcess
 from ._store import Snapshot, check, continuation_runs, settled, snapshot, wait_file, wait_store
 from ._tables import Note, attempts_table, delivery, runs_table, short, timeline
@@ -227,10 +228,19 @@ def _fresh_dir(path: str | None) -> Path:
     return directory
 
 
-def run_demo(data_dir: str | None = None, console: Console | None = None) -> int:
+def run_demo(
+    data_dir: str | None = None,
+    console: Console | None = None,
+    *,
+    open_console: bool = False,
+    port: int = 0,
+) -> int:
     """Run the story on ``data_dir`` (a new or empty directory; default: a temp dir,
     kept) and print it; returns 0. Raises :class:`DemoError` when it cannot finish;
-    every host process it started is gone when it returns or raises."""
+    every host process it started is gone when it returns or raises.
+
+    ``open_console``: then serve the data directory over HTTP on ``port`` (0:
+    ephemeral) and print the web console's one-time link, until Ctrl-C."""
     console = console or Console(highlight=False)
     if not DEMO_CONFIG.is_file():
         raise DemoError(
@@ -255,6 +265,14 @@ def run_demo(data_dir: str | None = None, console: Console | None = None) -> int
     console.print(runs_table(final))
     _print_where(console, directory, final)
     console.print("[bold green]demo finished[/]")
+    if open_console:
+        shown = console
+
+        def say(link: str) -> None:
+            shown.print(f"[bold]console[/] {escape(link)}", soft_wrap=True)
+            shown.print("  open it in a browser (one-time link); Ctrl-C stops the host")
+
+        return serve_console(directory, say, port)
     return 0
 
 
