@@ -4,7 +4,9 @@ Layering: ``actors`` imports ``storage`` and ``statemachines`` only; the SDK
 (``subagents``) plugs its agents in through the child-runner protocol
 (:class:`ChildRunner`, :class:`ChildRequest`, :class:`ChildControl`,
 :class:`ChildOutcome`). The actors themselves are private: callers hold
-:class:`BackgroundSubagentSupervisor`, which talks to them in typed messages.
+:class:`BackgroundSubagentSupervisor`, which talks to them in typed messages; a host
+shares one :class:`SupervisorPools` (sized by :class:`PoolLimits`) between its
+supervisors, so its thread count does not grow with its sessions.
 """
 
 import logging
@@ -18,6 +20,7 @@ from ._child import ChildOutcome as ChildOutcome
 from ._child import ChildRequest as ChildRequest
 from ._child import ChildRunner as ChildRunner
 from ._config import OwnerIdentity as OwnerIdentity
+from ._config import PoolLimits as PoolLimits
 from ._config import SupervisorLimits as SupervisorLimits
 from ._delivery import Deliverer as Deliverer
 from ._errors import BackgroundSubagentError as BackgroundSubagentError
@@ -29,6 +32,7 @@ from ._results import DelegateResult as DelegateResult
 from ._results import InfoResult as InfoResult
 from ._results import SteerReceipt as SteerReceipt
 from ._results import WaitResult as WaitResult
+from ._runtime import SupervisorPools as SupervisorPools
 from ._supervisor import BackgroundSubagentSupervisor as BackgroundSubagentSupervisor
 from ._supervisor import CompletionCallback as CompletionCallback
 
@@ -58,7 +62,9 @@ __all__ = [
     "InfoResult",
     "LeaseLost",
     "OwnerIdentity",
+    "PoolLimits",
     "SteerReceipt",
     "SupervisorLimits",
+    "SupervisorPools",
     "WaitResult",
 ]

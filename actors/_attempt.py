@@ -83,7 +83,7 @@ from ._messages import (
 )
 from ._record_view import RecordView
 from ._results import CancelResult, SteerReceipt
-from ._runtime import ClosableInbox, Runtime
+from ._runtime import ClosableInbox, PooledActor, Runtime
 
 log = logging.getLogger("subagents.actors")
 
@@ -195,7 +195,7 @@ class _ChildTask:
             self.tell(ChildFinished(outcome=task.result(), error=None, cancelled=False))
 
 
-class AttemptActor(pykka.ThreadingActor):
+class AttemptActor(PooledActor):
     """The owner of one live attempt. Only its own thread touches its state.
 
     Where the attempt is lives in one place: its :data:`~actors._machines.ATTEMPT`
@@ -223,6 +223,7 @@ class AttemptActor(pykka.ThreadingActor):
         self.actor_inbox = ClosableInbox()
         self.actor_stopped = threading.Event()
         self._actor_ref = pykka.ActorRef(self)
+        self.pool = runtime.pools.actors  # runs on the host's actor pool (no thread of its own)
         self.view = view
         self.rt = runtime
         self.record = record
@@ -251,6 +252,14 @@ class AttemptActor(pykka.ThreadingActor):
         self.context_delta: Any = None
         self.usage: dict[str, Any] = {}
         self.thread: threading.Thread | None = None
+        self.slot_held = True  # the host-wide live-attempt slot the supervisor reserved
+
+    def _release_slot(self) -> None:
+        """Give the host-wide slot back, once: as the attempt ends (before anyone sees
+        the end, so a waiter that saw it may delegate again at once), or as it stops."""
+        if self.slot_held:
+            self.slot_held = False
+            self.rt.pools.release_attempt()
 
     # -- the lifecycle -----------------------------------------------------------------------
 
@@ -282,17 +291,21 @@ class AttemptActor(pykka.ThreadingActor):
 
     _create_actor_inbox = ClosableInbox
 
-    def _start_actor_loop(self) -> None:
-        # pykka's extension point: run this actor's loop on a reused thread (starting a
-        # thread costs more than an attempt's own work). One loop per thread at a time.
-        self.rt.actor_threads.run(self._actor_loop)
-
     def on_start(self) -> None:
         self.thread = threading.current_thread()
 
     def on_stop(self) -> None:
         # Nothing touches the machine once the actor stopped: lend it to the next attempt.
         self.rt.machines.release(self.model, self.machine)
+        self._release_slot()  # stopped before its end (shutdown)
+        # The supervisor's table keeps this actor's ref until the supervisor next wakes
+        # (for an idle session: as long as the host runs). A stopped actor needs only
+        # its ref and its closed inbox: drop the rest (the child, its control, steering,
+        # the delta, the commit) so an idle session does not hold its last attempt.
+        self.child = self.control = self.view = None  # type: ignore[assignment]
+        self.context_delta = self.pending = self.decision = self.renewal = None
+        self.ops.clear()
+        self.usage, self.cancellations, self.steering_receipts = {}, {}, {}
         # From now on the supervisor answers whatever still reaches this attempt.
         inbox = self.actor_inbox
         assert isinstance(inbox, ClosableInbox)
@@ -809,6 +822,7 @@ class AttemptActor(pykka.ThreadingActor):
         # table (anything that goes through its mailbox after this sees the end); then
         # the waiters, whom this wakes directly.
         rt.deltas.put(self.attempt_id, self.context_delta, news.usage)
+        self._release_slot()
         view = self.view
         if view is None:
             self.supervisor.tell(news)
@@ -979,6 +993,7 @@ class AttemptActor(pykka.ThreadingActor):
         self.control.request_cancel("owner lease lost")
         if child_running:
             self._abort_task()
+        self._release_slot()
         self.supervisor.tell(
             AttemptLost(
                 attempt_id=self.attempt_id,

@@ -115,3 +115,30 @@ class OwnerIdentity(msgspec.Struct, frozen=True, kw_only=True):
             math.isfinite(self.lease_ttl) and self.lease_ttl > 0
         ):
             raise ValueError("OwnerIdentity.lease_ttl must be positive")
+
+
+class PoolLimits(msgspec.Struct, frozen=True, kw_only=True):
+    """The host-wide bounds every supervisor of one process shares (``SupervisorPools``).
+
+    The thread count of a host is ``actor_threads + heartbeat_threads +
+    delivery_threads + 1`` (the children's event loop), whatever the number
+    of sessions or live attempts: supervisor and attempt actors run on the
+    ``actor_threads`` pool while they have messages and hold no thread when
+    idle. ``max_live_attempts`` bounds the attempts running at once across
+    every session; one more is refused with ``BackgroundSubagentError.HostBusy``
+    (nothing accepted, retry after ``retry_after_seconds``).
+    """
+
+    actor_threads: int = 4
+    heartbeat_threads: int = 2
+    delivery_threads: int = 2
+    max_live_attempts: int = 1024
+    retry_after_seconds: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("actor_threads", "heartbeat_threads", "delivery_threads", "max_live_attempts"):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and value > 0):
+                raise ValueError(f"PoolLimits.{name} must be a positive integer, got {value!r}")
+        if not (math.isfinite(self.retry_after_seconds) and self.retry_after_seconds > 0):
+            raise ValueError("PoolLimits.retry_after_seconds must be positive")

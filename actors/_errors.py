@@ -37,6 +37,7 @@ class BackgroundSubagentError(SubagentsError):
     Delivered: ClassVar[type[BackgroundSubagentError]]
     Durability: ClassVar[type[BackgroundSubagentError]]
     ShutdownDeadline: ClassVar[type[BackgroundSubagentError]]
+    HostBusy: ClassVar[type[BackgroundSubagentError]]
 
 
 def _variant(name: str, doc: str) -> type[BackgroundSubagentError]:
@@ -74,6 +75,13 @@ _variant(
     "ShutdownDeadline",
     "Checked shutdown hit its deadline. Every unfinished attempt stays owned "
     "(field ``unfinished``); keep the supervisor alive and retry.",
+)
+
+
+_variant(
+    "HostBusy",
+    "A host-wide bound was reached (field ``bound``, e.g. ``max_live_attempts``, and "
+    "``limit``); nothing was accepted. Retry after ``retry_after_seconds``.",
 )
 
 

@@ -3,6 +3,12 @@
 pykka has no asyncio: children run as tasks on an asyncio loop and talk to
 actors only by ``tell``; actors schedule timers on the loop with
 ``call_soon_threadsafe``. No actor ever awaits or blocks on the loop.
+
+Every thread is host-wide (:class:`SupervisorPools`): the loop, a pool that runs
+the actors (:class:`PooledActor`: an actor holds a pool thread only while it has
+messages, so an idle supervisor costs a small record and no thread), a heartbeat
+pool and a delivery pool. The loop's timer heap is the only timer: there is no
+per-session or per-attempt ticker thread.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import concurrent.futures
 import contextlib
 import logging
 import queue
+import sys
 import threading
 import time
 from collections import deque
@@ -19,10 +26,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import pykka
+
 from storage import Clock, IdSource, SessionStore
 
-from ._config import OwnerIdentity, SupervisorLimits
+from ._config import OwnerIdentity, PoolLimits, SupervisorLimits
 from ._delivery import DeltaBox
+from ._errors import BackgroundSubagentError
 from ._machines import MachinePool
 from ._record_view import RecordView
 
@@ -37,8 +47,9 @@ def simple_inbox() -> Any:
     return inbox
 
 
-class ClosableInbox:
-    """An attempt actor's inbox: ``queue.SimpleQueue`` plus :meth:`close`.
+class PooledInbox:
+    """A :class:`PooledActor`'s inbox: a FIFO that schedules the actor's next burst on
+    its pool when a message reaches an idle actor, plus :meth:`close`.
 
     Once closed (by its stopping actor), every message still queued and every
     message put later goes to the ``fallback`` instead, on the putting thread:
@@ -46,38 +57,75 @@ class ClosableInbox:
     raced the actor's stop.
     """
 
-    __slots__ = ("_fallback", "_lock", "_queue")
+    __slots__ = ("_fallback", "_lock", "_pool", "_queue", "_scheduled", "burst")
 
     def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._queue: deque[Any] = deque()
         self._lock = threading.Lock()
         self._fallback: Callable[[Any], None] | None = None
+        self._pool: WorkerPool | None = None
+        self._scheduled = True  # until attached: the first burst is scheduled by attach
+        self.burst: Callable[[], None] | None = None
+
+    def attach(self, first: Callable[[], None], pool: WorkerPool) -> None:
+        """Bind the pool and schedule the actor's first burst (``on_start``, then messages)."""
+        self._pool = pool
+        self.burst = first
+        self._submit()
+
+    def _submit(self) -> None:
+        assert self._pool is not None and self.burst is not None
+        try:
+            self._pool.run(self.burst)
+        except RuntimeError:  # the pool stopped: the host is gone, the actor with it
+            log.debug("actor burst dropped: its pool is stopped")
 
     def put(self, envelope: Any, /) -> None:
         with self._lock:
             fallback = self._fallback
             if fallback is None:
-                self._queue.put(envelope)
+                self._queue.append(envelope)
+                if self._scheduled:
+                    return
+                self._scheduled = True
+        if fallback is not None:
+            fallback(envelope)
+            return
+        self._submit()
+
+    def take(self) -> Any | None:
+        """The next envelope, or ``None`` when empty (the burst's own thread only)."""
+        with self._lock:
+            return self._queue.popleft() if self._queue else None
+
+    def rest(self) -> None:
+        """End a burst: go idle if nothing is queued, else queue the next burst."""
+        with self._lock:
+            if not self._queue:
+                self._scheduled = False
                 return
-        fallback(envelope)
+        self._submit()
 
     def get(self) -> Any:
-        return self._queue.get()
+        # pykka's teardown calls get() only after empty() said False.
+        with self._lock:
+            return self._queue.popleft()
 
     def empty(self) -> bool:
-        return self._queue.empty()
+        with self._lock:
+            return not self._queue
 
     def close(self, fallback: Callable[[Any], None]) -> None:
         """Hand every queued and every later message to ``fallback`` (called once,
-        from the actor's own thread, as it stops)."""
+        from the actor's own burst, as it stops)."""
         with self._lock:
             self._fallback = fallback
-        while True:
-            try:
-                envelope = self._queue.get_nowait()
-            except queue.Empty:
-                return
+            queued, self._queue = list(self._queue), deque()
+        for envelope in queued:
             fallback(envelope)
+
+
+ClosableInbox = PooledInbox
 
 
 class LoopThread:
@@ -122,26 +170,25 @@ class LoopThread:
 
 
 class WorkerPool:
-    """A few non-daemon worker threads running submitted callables in FIFO order.
+    """At most ``size`` non-daemon worker threads running submitted callables in FIFO order.
 
-    Unlike ``ThreadPoolExecutor`` it can be joined under a deadline:
-    ``stop(timeout)`` refuses new work, lets queued work finish and returns
-    whether every thread ended in time.
+    Threads start on demand (one more whenever work arrives and none is idle, up
+    to ``size``) and then stay until :meth:`stop`. Unlike ``ThreadPoolExecutor``
+    it can be joined under a deadline: ``stop(timeout)`` refuses new work, lets
+    queued work finish and returns whether every thread ended in time.
     """
 
     def __init__(self, name: str, size: int = 1) -> None:
+        self._name = name
+        self._size = size
         self._queue: queue.SimpleQueue[
-            tuple[Callable[[], Any], concurrent.futures.Future[Any]] | None
+            tuple[Callable[[], Any], concurrent.futures.Future[Any] | None] | None
         ] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._closed = False
+        self._idle = 0
         self._inflight: set[concurrent.futures.Future[Any]] = set()
-        self.threads = [
-            threading.Thread(target=self._main, name=f"{name}-{i}", daemon=False)
-            for i in range(size)
-        ]
-        for thread in self.threads:
-            thread.start()
+        self.threads: list[threading.Thread] = []
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future[Any]:
         """Queue ``fn(*args)``; ``RuntimeError`` once the pool is stopping."""
@@ -151,8 +198,27 @@ class WorkerPool:
                 raise RuntimeError("worker pool is stopped")
             self._inflight.add(fut)
         fut.add_done_callback(self._forget)
-        self._queue.put((lambda: fn(*args), fut))
+        self._put((lambda: fn(*args), fut))
         return fut
+
+    def run(self, fn: Callable[[], Any]) -> None:
+        """Queue ``fn()`` with no future (its errors are logged); ``RuntimeError`` once
+        the pool is stopping. The actors' dispatch path: no future, no callback."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("worker pool is stopped")
+        self._put((fn, None))
+
+    def _put(self, item: tuple[Callable[[], Any], concurrent.futures.Future[Any] | None]) -> None:
+        self._queue.put(item)
+        with self._lock:
+            if self._idle > 0 or len(self.threads) >= self._size or self._closed:
+                return
+            thread = threading.Thread(
+                target=self._main, name=f"{self._name}-{len(self.threads)}", daemon=False
+            )
+            self.threads.append(thread)
+        thread.start()
 
     def _forget(self, fut: concurrent.futures.Future[Any]) -> None:
         with self._lock:
@@ -164,10 +230,20 @@ class WorkerPool:
 
     def _main(self) -> None:
         while True:
+            with self._lock:
+                self._idle += 1
             item = self._queue.get()
+            with self._lock:
+                self._idle -= 1
             if item is None:
                 return
             fn, fut = item
+            if fut is None:
+                try:
+                    fn()
+                except BaseException:  # an actor burst never raises; log and keep the thread
+                    log.exception("pooled work raised")
+                continue
             if not fut.set_running_or_notify_cancel():
                 continue
             try:
@@ -183,77 +259,7 @@ class WorkerPool:
                 self._closed = True
                 for _ in self.threads:
                     self._queue.put(None)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        for thread in self.threads:
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            thread.join(remaining)
-        return not any(t.is_alive() for t in self.threads)
-
-
-class ThreadCache:
-    """Reusable non-daemon threads for actor loops (one actor loop per thread at a time).
-
-    Starting a thread costs far more than an attempt's own work, so a thread whose
-    actor stopped waits ``keepalive`` seconds for the next actor before ending.
-    :meth:`run` never queues: with no idle thread it starts a new one, so no actor
-    ever waits for another to stop. ``stop(timeout)`` ends idle threads and joins
-    every thread (their actors must be stopped first).
-    """
-
-    def __init__(self, name: str, keepalive: float = 30.0) -> None:
-        self._name = name
-        self._keepalive = keepalive
-        self._lock = threading.Lock()
-        self._idle: list[queue.SimpleQueue[Callable[[], None] | None]] = []
-        self._threads: list[threading.Thread] = []
-        self._closed = False
-        self._count = 0
-
-    def run(self, fn: Callable[[], None]) -> None:
-        with self._lock:
-            if self._closed:
-                raise RuntimeError("thread cache is stopped")
-            if self._idle:
-                self._idle.pop().put(fn)
-                return
-            self._count += 1
-            inbox: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
-            thread = threading.Thread(
-                target=self._main, args=(inbox, fn), name=f"{self._name}-{self._count}"
-            )
-            self._threads = [t for t in self._threads if t.is_alive()]
-            self._threads.append(thread)
-        thread.start()
-
-    def _main(
-        self, inbox: queue.SimpleQueue[Callable[[], None] | None], fn: Callable[[], None] | None
-    ) -> None:
-        while fn is not None:
-            try:
-                fn()
-            except BaseException:  # an actor loop never raises; log and keep the thread
-                log.exception("actor loop raised")
-            with self._lock:
-                if self._closed:
-                    return
-                self._idle.append(inbox)
-            try:
-                fn = inbox.get(timeout=self._keepalive)
-            except queue.Empty:
-                with self._lock:
-                    if inbox in self._idle:
-                        self._idle.remove(inbox)
-                        return
-                # ``run`` took this thread just as it timed out: the work is on its way.
-                fn = inbox.get()
-
-    def stop(self, timeout: float | None) -> bool:
-        with self._lock:
-            self._closed = True
-            idle, self._idle = self._idle, []
-            threads = list(self._threads)
-        for inbox in idle:
-            inbox.put(None)
+            threads = list(self.threads)
         deadline = None if timeout is None else time.monotonic() + timeout
         for thread in threads:
             if thread is threading.current_thread():
@@ -263,10 +269,255 @@ class ThreadCache:
         return not any(t.is_alive() for t in threads if t is not threading.current_thread())
 
 
+class Strand:
+    """Callables run one at a time, in submission order, on a shared :class:`WorkerPool`
+    (a supervisor's completion callbacks: one result at a time per supervisor, with
+    no thread of its own)."""
+
+    def __init__(self, pool: WorkerPool) -> None:
+        self._pool = pool
+        self._lock = threading.Lock()
+        self._queue: deque[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = deque()
+        self._running = False
+        self._inflight: set[concurrent.futures.Future[Any]] = set()
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future[Any]:
+        """Queue ``fn(*args)``; ``RuntimeError`` once the pool is stopping."""
+        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        with self._lock:
+            self._queue.append((lambda: fn(*args), fut))
+            self._inflight.add(fut)
+            start, self._running = not self._running, True
+        if start:
+            try:
+                self._pool.run(self._drain)
+            except RuntimeError:
+                with self._lock:
+                    self._running = False
+                    self._queue.clear()
+                    self._inflight.clear()
+                raise
+        return fut
+
+    def _drain(self) -> None:
+        while True:
+            with self._lock:
+                if not self._queue:
+                    self._running = False
+                    return
+                fn, fut = self._queue.popleft()
+            if fut.set_running_or_notify_cancel():
+                try:
+                    result = fn()
+                except BaseException as exc:  # reported to the submitter, never lost
+                    fut.set_exception(exc)
+                else:
+                    fut.set_result(result)
+            with self._lock:
+                self._inflight.discard(fut)
+
+    def pending(self) -> list[concurrent.futures.Future[Any]]:
+        with self._lock:
+            return list(self._inflight)
+
+
+BURST = 64
+"""Messages a pooled actor handles before it yields its pool thread to the next actor."""
+
+
+class PooledActor(pykka.ThreadingActor):
+    """A pykka actor run by a shared :class:`WorkerPool` instead of a thread of its own.
+
+    Its inbox (:class:`PooledInbox`) schedules a burst on the pool when a message
+    arrives at an idle actor; the burst handles up to :data:`BURST` messages
+    exactly as pykka's own loop does (replies, ``_ActorStop``, failures), then
+    either goes idle (no thread held) or queues itself again behind the other
+    actors. One burst at a time per actor, so the actor still sees one message
+    at a time, in order. A handler must never block on another pooled actor (a
+    pool of ``n`` threads would deadlock on ``n`` such waits): the actors here
+    only ``tell``.
+    """
+
+    _create_actor_inbox = staticmethod(PooledInbox)
+
+    pool: WorkerPool
+    """Set by the subclass before ``start``: the pool that runs this actor."""
+
+    def _start_actor_loop(self) -> None:
+        inbox = self.actor_inbox
+        assert isinstance(inbox, PooledInbox)
+        inbox.attach(self._first_burst, self.pool)
+
+    def _first_burst(self) -> None:
+        self._actor_loop_setup()
+        inbox = self.actor_inbox
+        assert isinstance(inbox, PooledInbox)
+        inbox.burst = self._burst
+        self._burst()
+
+    def _burst(self) -> None:
+        inbox = self.actor_inbox
+        assert isinstance(inbox, PooledInbox)
+        for _ in range(BURST):
+            if self.actor_stopped.is_set():
+                break
+            envelope = inbox.take()
+            if envelope is None:
+                break
+            self._handle_envelope(envelope)
+        if self.actor_stopped.is_set():
+            self._actor_loop_teardown()
+            return
+        inbox.rest()
+
+    def _handle_envelope(self, envelope: Any) -> None:
+        """One message, as pykka's ``_actor_loop_running`` handles it."""
+        try:
+            response = self._handle_receive(envelope.message)
+            if envelope.reply_to is not None:
+                envelope.reply_to.set(response)
+        except Exception:
+            if envelope.reply_to is not None:
+                envelope.reply_to.set_exception()
+            else:
+                self._handle_failure(*sys.exc_info())
+                try:
+                    self.on_failure(*sys.exc_info())
+                except Exception:
+                    self._handle_failure(*sys.exc_info())
+        except BaseException:
+            log.debug("%r in %s: stopping all actors", sys.exc_info()[1], self)
+            self._stop()
+            # Never block a pool thread on other actors' stops: they may need this thread.
+            pykka.ActorRegistry.stop_all(block=False)
+
+
+class SupervisorPools:
+    """The threads every supervisor of one process shares, sized by :class:`PoolLimits`.
+
+    A host makes one and passes it to each session's supervisor; a supervisor
+    made without one owns a private set (stopped by its shutdown). Threads start
+    on first use, up to each pool's size: the children's event loop (one
+    thread, unless ``loop`` is given), the actor pool (``actor_threads``), the
+    heartbeat pool and the delivery pool. ``max_live_attempts`` is counted here:
+    :meth:`reserve_attempt` refuses the next attempt with
+    ``BackgroundSubagentError.HostBusy``. :meth:`stop` ends every thread under
+    one deadline (after the supervisors' own shutdowns).
+    """
+
+    def __init__(
+        self,
+        limits: PoolLimits | None = None,
+        *,
+        loop: asyncio.AbstractEventLoop | None = None,
+        name: str = "subagents",
+    ) -> None:
+        self.limits = limits or PoolLimits()
+        self._name = name
+        self._given_loop = loop
+        self._lock = threading.Lock()
+        self._loop_thread: LoopThread | None = None
+        self._actors: WorkerPool | None = None
+        self._heartbeats: WorkerPool | None = None
+        self._delivery: WorkerPool | None = None
+        self._closed = False
+        self.machines = MachinePool()
+        """Idle attempt machines, lent to the next attempt of any session (an idle
+        session keeps none: a ``transitions`` machine is about 16 KiB)."""
+        self.live_attempts = 0
+        self.ended_attempts = 0
+        """Attempts that ended (or stopped) so far: a host polls it to learn, without
+        any callback, that something ended since it last looked."""
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._closed:
+                raise BackgroundSubagentError.Closing("the host's supervisor pools are stopped")
+            if self._actors is not None:
+                return
+            limits = self.limits
+            if self._given_loop is None:
+                self._loop_thread = LoopThread(name=f"{self._name}-loop")
+            self._heartbeats = WorkerPool(f"{self._name}-heartbeat", limits.heartbeat_threads)
+            self._delivery = WorkerPool(f"{self._name}-delivery", limits.delivery_threads)
+            self._actors = WorkerPool(f"{self._name}-actor", limits.actor_threads)
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        self._start()
+        if self._given_loop is not None:
+            return self._given_loop
+        assert self._loop_thread is not None
+        return self._loop_thread.loop
+
+    @property
+    def actors(self) -> WorkerPool:
+        self._start()
+        assert self._actors is not None
+        return self._actors
+
+    @property
+    def heartbeats(self) -> WorkerPool:
+        self._start()
+        assert self._heartbeats is not None
+        return self._heartbeats
+
+    @property
+    def delivery(self) -> WorkerPool:
+        self._start()
+        assert self._delivery is not None
+        return self._delivery
+
+    def reserve_attempt(self) -> None:
+        """Count one more live attempt, or raise ``HostBusy`` at ``max_live_attempts``."""
+        limit = self.limits.max_live_attempts
+        with self._lock:
+            if self.live_attempts >= limit:
+                raise BackgroundSubagentError.HostBusy(
+                    "the host runs its maximum of live background attempts; retry later",
+                    bound="max_live_attempts",
+                    limit=limit,
+                    retry_after_seconds=self.limits.retry_after_seconds,
+                )
+            self.live_attempts += 1
+
+    def release_attempt(self) -> None:
+        with self._lock:
+            self.live_attempts = max(0, self.live_attempts - 1)
+            self.ended_attempts += 1
+
+    def threads(self) -> list[threading.Thread]:
+        """Every thread the pools started (live or ended)."""
+        with self._lock:
+            pools = (self._actors, self._heartbeats, self._delivery)
+            found = [t for p in pools if p is not None for t in p.threads]
+            if self._loop_thread is not None:
+                found.append(self._loop_thread.thread)
+        return found
+
+    def stop(self, timeout: float | None) -> bool:
+        """Refuse new work, finish queued work, stop the loop; whether every thread ended."""
+        with self._lock:
+            self._closed = True
+            pools = [p for p in (self._actors, self._heartbeats, self._delivery) if p is not None]
+            loop_thread = self._loop_thread
+        deadline = None if timeout is None else time.monotonic() + timeout
+
+        def remaining() -> float | None:
+            return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+        stopped = True
+        for pool in pools:
+            stopped = pool.stop(remaining()) and stopped
+        if loop_thread is not None:
+            stopped = loop_thread.stop(remaining()) and stopped
+        return stopped
+
+
 @dataclass
 class Runtime:
     """What every actor of one supervisor shares. Immutable after construction,
-    except the thread registry (guarded by its lock) and the machine pool."""
+    except the machine pool. Its threads are the host's (``pools``)."""
 
     store: SessionStore
     clock: Clock
@@ -276,10 +527,8 @@ class Runtime:
     namespace_id: str
     session_id: str
     loop: asyncio.AbstractEventLoop
-    heartbeats: WorkerPool
-    actor_threads: ThreadCache
-    threads_lock: threading.Lock = field(default_factory=threading.Lock)
-    threads: list[threading.Thread] = field(default_factory=list)
+    pools: SupervisorPools
+    """The host-wide threads: actors run on ``pools.actors``, heartbeats on ``pools.heartbeats``."""
     machines: MachinePool = field(default_factory=MachinePool)
     deltas: DeltaBox = field(default_factory=DeltaBox)
     """Context deltas of persisted terminal attempts (each attempt actor puts its own)."""
@@ -310,11 +559,9 @@ class Runtime:
     def retry_interval(self) -> float:
         return self.limits.retry_interval_for(self.lease_ttl)
 
-    def register_thread(self) -> None:
-        """Remember the calling actor thread so shutdown can join it."""
-        with self.threads_lock:
-            self.threads = [t for t in self.threads if t.is_alive()]
-            self.threads.append(threading.current_thread())
+    @property
+    def heartbeats(self) -> WorkerPool:
+        return self.pools.heartbeats
 
     def later(self, delay: float, fn: Callable[[], Any]) -> None:
         """Run ``fn`` on the loop thread after ``delay`` seconds (thread-safe).

@@ -10,18 +10,21 @@ supervisor actor owns admission, ids, the attempt table, limits, the
 completion callback and checked shutdown; one :class:`AttemptActor` per live
 attempt owns that attempt.
 
-Threads (all non-daemon, named ``subagents-*`` except the supervisor actor's):
-the supervisor actor, one thread per live attempt actor (``subagents-attempt-N``,
-reused for the next attempt once its actor stops), the event loop thread the
-children run on (``subagents-loop``, unless the host passes its own ``loop``),
-a heartbeat pool of two (``subagents-heartbeat-N``) and one delivery thread that
-runs the completion callback (``subagents-delivery-0``). They start lazily on
-first use and all of them end when
-:meth:`~BackgroundSubagentSupervisor.shutdown_checked` completes.
+Threads (all non-daemon, named ``subagents-*``) belong to a
+:class:`~actors._runtime.SupervisorPools`, shared by every supervisor of a host
+(or private to a supervisor made without one): the event loop the children run
+on (``subagents-loop``), the actor pool that runs the supervisor actors and the
+attempt actors while they have messages (``subagents-actor-N``), the heartbeat
+pool (``subagents-heartbeat-N``) and the delivery pool that runs completion
+callbacks (``subagents-delivery-N``, one callback at a time per supervisor).
+Each pool starts its threads on demand up to its configured size; an idle
+supervisor holds none. A private set ends when
+:meth:`~BackgroundSubagentSupervisor.shutdown_checked` completes; a shared set
+when its owner calls :meth:`~actors._runtime.SupervisorPools.stop`.
 
 Hand-offs of one attempt (each wakes a sleeping thread, the dominant cost in
 memory mode): the caller's ``delegate`` to the supervisor actor and its answer;
-the attempt actor's start on a cached thread; its ``call_soon_threadsafe`` onto
+the attempt actor's first burst on the actor pool; its ``call_soon_threadsafe`` onto
 the loop and the child's ``ChildFinished`` back. The attempt's end reaches the
 supervisor through ``Runtime.news`` without waking it (it drains the news
 before any request, and asks for a wake-up only while a callback, a waiter on
@@ -66,7 +69,7 @@ from storage import (
 from ._attempt import AttemptActor
 from ._buffered_random_ids import BufferedRandomIds
 from ._child import ChildRequest, ChildRunner
-from ._config import OwnerIdentity, SupervisorLimits
+from ._config import OwnerIdentity, PoolLimits, SupervisorLimits
 from ._delivery import Deliverer, DeltaBox
 from ._errors import BackgroundSubagentError
 from ._messages import (
@@ -103,7 +106,7 @@ from ._results import (
     SteerReceipt,
     WaitResult,
 )
-from ._runtime import LoopThread, Runtime, ThreadCache, WorkerPool, simple_inbox
+from ._runtime import PooledActor, Runtime, Strand, SupervisorPools
 from ._twins import Await, Blocking, Detached, DetachedThreads, Steps, twins
 
 log = logging.getLogger("subagents.actors")
@@ -165,11 +168,12 @@ def _summary(record: AttemptRecord) -> AttemptSummary:
     )
 
 
-class SupervisorActor(pykka.ThreadingActor):
+class SupervisorActor(PooledActor):
     """Admission, ids, the attempt table and shutdown bookkeeping. Never blocks on
-    an attempt actor: requests for an attempt are forwarded with their reply."""
+    an attempt actor: requests for an attempt are forwarded with their reply.
 
-    _create_actor_inbox = staticmethod(simple_inbox)
+    It runs on the host's actor pool: an idle supervisor (no message queued)
+    holds no thread, only this object and its tables."""
 
     def __init__(
         self,
@@ -179,9 +183,10 @@ class SupervisorActor(pykka.ThreadingActor):
         deltas: DeltaBox,
         default_runner: ChildRunner | None,
         on_complete: CompletionCallback | None,
-        delivery: WorkerPool,
+        delivery: Strand,
     ) -> None:
         super().__init__()
+        self.pool = runtime.pools.actors
         self.rt = runtime
         self.deliverer = deliverer
         self.deltas = deltas
@@ -218,7 +223,6 @@ class SupervisorActor(pykka.ThreadingActor):
             raise BackgroundSubagentError.Durability("could not count pending results") from exc
 
     def on_start(self) -> None:
-        self.rt.register_thread()
         try:
             self.undelivered_estimate = self._count_pending()
         except BackgroundSubagentError:
@@ -283,7 +287,14 @@ class SupervisorActor(pykka.ThreadingActor):
         runner = self._admit(req)
         rt = self.rt
         agent_id = req.agent_id or f"{req.subagent_name}-bg-{rt.ids.token_hex(4)}"
-        stored = self._accept(req, agent_id)
+        # The host-wide bound: HostBusy, nothing accepted. The attempt's actor gives the
+        # slot back as it stops (its end needs no wake-up of this actor).
+        rt.pools.reserve_attempt()
+        try:
+            stored = self._accept(req, agent_id)
+        except BaseException:
+            rt.pools.release_attempt()
+            raise
         attempt_id = stored.attempt_id
         request = ChildRequest(
             subagent_name=req.subagent_name,
@@ -808,6 +819,7 @@ class BackgroundSubagentSupervisor:
         on_complete: CompletionCallback | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
         parent_run_id: str = "run-background-default",
+        pools: SupervisorPools | None = None,
     ) -> None:
         self.limits = limits or SupervisorLimits()
         self.ids: IdSource = ids or BufferedRandomIds()
@@ -830,7 +842,14 @@ class BackgroundSubagentSupervisor:
         self.parent_run_id = parent_run_id
         self._runner = runner
         self._on_complete = on_complete
-        self._host_loop = loop
+        if pools is not None and loop is not None:
+            raise ValueError("pass the loop to the SupervisorPools, not to each supervisor")
+        # A host shares one set of pools between its supervisors (and stops it itself);
+        # without one the supervisor owns a private set, stopped by its shutdown.
+        self._own_pools = pools is None
+        # A private set never bounds live attempts below this supervisor's own limit.
+        own = PoolLimits(max_live_attempts=max(1024, self.limits.max_active_attempts))
+        self.pools = pools or SupervisorPools(own, loop=loop)
         self.deltas = DeltaBox()
         self.deliverer = Deliverer(
             store=self.store,
@@ -843,10 +862,7 @@ class BackgroundSubagentSupervisor:
         self._shutdown_lock = threading.Lock()
         self._started = False
         self._closed = False
-        self._loop_thread: LoopThread | None = None
-        self._heartbeats: WorkerPool | None = None
-        self._delivery: WorkerPool | None = None
-        self._actor_threads: ThreadCache | None = None
+        self._delivery: Strand | None = None
         self._runtime: Runtime | None = None
         self._ref: pykka.ActorRef[Any] | None = None
         self._detached = DetachedThreads()
@@ -873,14 +889,8 @@ class BackgroundSubagentSupervisor:
             if self._ref is not None:
                 return self._ref
             self._ensure_session()
-            if self._host_loop is None:
-                self._loop_thread = LoopThread(name="subagents-loop")
-                loop = self._loop_thread.loop
-            else:
-                loop = self._host_loop
-            self._heartbeats = WorkerPool("subagents-heartbeat", size=2)
-            self._actor_threads = ThreadCache("subagents-attempt")
-            self._delivery = WorkerPool("subagents-delivery", size=1)
+            pools = self.pools
+            self._delivery = Strand(pools.delivery)  # one callback at a time, no own thread
             self._runtime = Runtime(
                 store=self.store,
                 clock=self.clock,
@@ -889,9 +899,9 @@ class BackgroundSubagentSupervisor:
                 owner=self.owner,
                 namespace_id=self.namespace_id,
                 session_id=self.session_id,
-                loop=loop,
-                heartbeats=self._heartbeats,
-                actor_threads=self._actor_threads,
+                loop=pools.loop,
+                pools=pools,
+                machines=pools.machines,
                 deltas=self.deltas,
             )
             self._ref = SupervisorActor.start(
@@ -1330,18 +1340,8 @@ class BackgroundSubagentSupervisor:
                 raise BackgroundSubagentError.ShutdownDeadline(
                     "shutdown deadline: the supervisor actor did not stop; retry", unfinished=[]
                 ) from None
-        stopped = True
-        for pool in (self._heartbeats, self._delivery, self._actor_threads):
-            if pool is not None:
-                stopped = pool.stop(remaining()) and stopped
-        if self._loop_thread is not None:
-            stopped = self._loop_thread.stop(remaining()) and stopped
-        with self._runtime.threads_lock:
-            threads = list(self._runtime.threads)
-        for thread in threads:
-            if thread is not threading.current_thread():
-                thread.join(remaining())
-                stopped = stopped and not thread.is_alive()
+        # Shared pools are the host's to stop (after every supervisor's shutdown).
+        stopped = self.pools.stop(remaining()) if self._own_pools else True
         with self._lock:
             self._closed = True
             self._ref = None
@@ -1374,14 +1374,5 @@ class BackgroundSubagentSupervisor:
                 pass
             with contextlib.suppress(pykka.Timeout):
                 ref.stop(block=True, timeout=1.0)
-        for pool in (self._heartbeats, self._delivery, self._actor_threads):
-            if pool is not None:
-                pool.stop(1.0)
-        if self._loop_thread is not None:
-            self._loop_thread.stop(1.0)
-        if self._runtime is not None:
-            with self._runtime.threads_lock:
-                threads = list(self._runtime.threads)
-            for thread in threads:
-                if thread is not threading.current_thread():
-                    thread.join(1.0)
+        if self._own_pools:
+            self.pools.stop(1.0)

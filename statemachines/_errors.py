@@ -50,7 +50,8 @@ name starting with ``.`` is an attribute of its parent
     │   ├── .DeliveryClaimed                     actors         another consumer holds the claim
     │   ├── .Delivered                           actors         the result was already delivered
     │   ├── .Durability                          actors         the store did not confirm a write
-    │   └── .ShutdownDeadline                    actors         checked shutdown ran out of time
+    │   ├── .ShutdownDeadline                    actors         checked shutdown ran out of time
+    │   └── .HostBusy                            actors         a host-wide bound: retry later
     ├── AgentError                               subagents      a run or delegation did not complete
     │   ├── AgentConfigError                     subagents      a builder, registry or schema
     │   │   ├── ToolSchemaError                  subagents      an unusable tool JSON Schema

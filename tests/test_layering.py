@@ -42,7 +42,10 @@ PROPERTIES_USERS = {Path("subagents/_cli/_verify.py")}
 HARNESS = Path("properties/reliability")
 ALLOWED_IN_HARNESS = {*ORDER, "properties"}
 # Outside the layers, code that may import the harness's scripted offline planner only.
-HARNESS_USERS = {Path("bench/hosts.py"): {"properties.reliability._scripted"}}
+HARNESS_USERS = {
+    Path("bench/hosts.py"): {"properties.reliability._scripted"},
+    Path("bench/soak.py"): {"properties.reliability._scripted"},
+}
 
 
 def _python_files(directory: str) -> list[Path]:

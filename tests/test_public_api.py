@@ -224,8 +224,10 @@ PUBLIC: dict[str, list[str]] = {
         "InfoResult",
         "LeaseLost",
         "OwnerIdentity",
+        "PoolLimits",
         "SteerReceipt",
         "SupervisorLimits",
+        "SupervisorPools",
         "WaitResult",
     ],
     "subagents": [

@@ -214,6 +214,9 @@ def _settle(load: _Load, life: HostLife, deadline: float) -> bool:
             and status.get("local") == 0
         )
 
+    # A status asked before the last delegation was accepted is stale (the host answers
+    # commands concurrently): wait for every session's delegate-done, then ask.
+    load.pump(life, deadline, lambda: load.done >= set(load.sessions))
     while time.monotonic() < deadline:
         load.status = {}
         life.send(op="status")

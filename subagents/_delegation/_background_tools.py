@@ -294,6 +294,10 @@ _HINTS: dict[str, str] = {
     "Delivered": "The result was already delivered to you.",
     "Durability": "The store did not confirm the operation; nothing changed. Retry later.",
     "ShutdownDeadline": "The supervisor is shutting down.",
+    "HostBusy": (
+        "The host runs its maximum of background attempts; nothing was started. "
+        "Retry in a few seconds (retry_after_seconds)."
+    ),
 }
 _SHOWN_FIELDS = (
     "attempt_id",
@@ -307,6 +311,8 @@ _SHOWN_FIELDS = (
     "active",
     "undelivered",
     "known_attempt_ids",
+    "bound",
+    "retry_after_seconds",
 )
 
 

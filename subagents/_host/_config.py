@@ -32,6 +32,11 @@ Shape::
     http_keep_alive_timeout = 5.0
     http_max_header_bytes = 16384
     http_log_interval = 10.0     # at most one log line per interval per kind of refusal
+    actor_threads = 4            # threads running every session's supervisor and attempts
+    heartbeat_threads = 2        # threads renewing live attempts' leases
+    delivery_threads = 2         # threads running completion callbacks
+    max_live_attempts = 1024     # background attempts running at once, all sessions;
+                                 # one more is refused (HostBusy, retry_after_seconds)
 
     [profiles.NAME]
     model_id = "provider:model"  # e.g. "test:echo", "openai-responses:gpt-5"
@@ -140,6 +145,13 @@ class HostSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     http_keep_alive_timeout: float = 5.0
     http_max_header_bytes: int = 16384
     http_log_interval: float = 10.0
+    actor_threads: int = 4
+    heartbeat_threads: int = 2
+    delivery_threads: int = 2
+    max_live_attempts: int = 1024
+    """The host-wide pools every session's supervisor shares (:class:`actors.PoolLimits`):
+    the host's thread count is their sum plus the children's loop, whatever the number
+    of sessions; an idle session holds no thread."""
 
 
 class ProfileConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -508,6 +520,10 @@ _INT_RANGES = {
     "stream_retry_ms": (0, 86_400_000),
     "http_max_connections": (1, 1_000_000),
     "http_max_header_bytes": (1024, 1 << 20),
+    "actor_threads": (1, 256),
+    "heartbeat_threads": (1, 64),
+    "delivery_threads": (1, 64),
+    "max_live_attempts": (1, 1_000_000),
 }
 
 

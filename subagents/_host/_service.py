@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,7 +33,9 @@ from actors import (
     ChildRequest,
     Deliverer,
     OwnerIdentity,
+    PoolLimits,
     SupervisorLimits,
+    SupervisorPools,
 )
 from statemachines import RunStatus, SessionStatus, SubagentsError
 from storage import (
@@ -130,6 +133,17 @@ MAX_INPUT_BYTES = 64 * 1024
 MAX_STEERING_BYTES = 16 * 1024
 MAX_QUEUED_STEERING = 32
 FULL_SCAN_TICKS = 60
+REPLAY_PAGE = 500
+"""Events read from the log per transaction while a subscriber catches up."""
+CLOSE_THREADS = 8
+"""Threads that shut the supervisors down when the host closes (whatever their number)."""
+SWEEP_TICKS = 10
+"""Ticks between two sweeps (retention expiry and the namespace's pending results) while
+nothing happens on this host. A sweep costs what the namespace retains (every session
+with a retained result), so an idle host sweeps every ``SWEEP_TICKS`` ticks, not every
+tick; an attempt that ended here, a run that started or ended here, or a reconciliation
+that changed a record makes the next tick sweep. ``maintain()`` called directly always
+sweeps."""
 _TERMINAL_RUN = {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED}
 PARENT_PROFILE_KEY = "subagents.parent_profile"
 """``ChildRequest.metadata``: the delegating parent's profile (its MCP tools are inherited)."""
@@ -287,6 +301,17 @@ class HostService:
         self._closers = list(closers or [])
         self._runs: dict[tuple[str, str], _LiveRun] = {}
         self._supervisors: dict[str, BackgroundSubagentSupervisor] = {}
+        # Every session's supervisor shares these threads (sized by [host]); an idle one
+        # holds none. Stopped by close(), after every supervisor's own shutdown.
+        host = config.host
+        self.pools = SupervisorPools(
+            PoolLimits(
+                actor_threads=host.actor_threads,
+                heartbeat_threads=host.heartbeat_threads,
+                delivery_threads=host.delivery_threads,
+                max_live_attempts=host.max_live_attempts,
+            )
+        )
         # The delivery engine the supervisors use, for the continuations this host admits.
         self.deliverer = Deliverer(store=store, ids=self.ids, namespace_id=self.namespace_id)
         self._subscriptions: dict[str, tuple[str, Callable[[HostEvent], None]]] = {}
@@ -294,6 +319,9 @@ class HostService:
         self._closed = False
         self._tick: asyncio.Task[None] | None = None
         self._passes = 0
+        self._quiet_ticks = 0  # ticks since the last sweep
+        self._swept_ended = 0  # pools.ended_attempts at the last sweep
+        self._swept_runs: frozenset[tuple[str, str]] = frozenset()  # live runs then
         self._watched: set[tuple[str, str]] = set()
         self._started_at = time.monotonic()
         self.shutdown_requested = asyncio.Event()
@@ -366,6 +394,7 @@ class HostService:
             limits=SupervisorLimits(lease_ttl=self.lease_ttl),
             clock=self.clock,
             ids=self.ids,
+            pools=self.pools,
         )
         self._supervisors[session_id] = supervisor
         return supervisor
@@ -418,21 +447,39 @@ class HostService:
         while True:
             await asyncio.sleep(self.tick_seconds)
             try:
-                await self.maintain()
+                await self.maintain(sweep=self._sweep_due())
             except Exception:
                 log.exception("maintenance tick failed")
 
-    async def maintain(self) -> None:
-        """One reconciliation pass: lost runs, lost attempts, retention, continuations."""
+    def _sweep_due(self) -> bool:
+        """Whether this tick sweeps: something happened here since the last sweep, or
+        ``SWEEP_TICKS`` ticks went by (the backstop for what other hosts did)."""
+        self._quiet_ticks += 1
+        return (
+            self._quiet_ticks >= SWEEP_TICKS
+            or self.pools.ended_attempts != self._swept_ended
+            or frozenset(self._runs) != self._swept_runs
+        )
+
+    async def maintain(self, *, sweep: bool = True) -> None:
+        """One reconciliation pass: lost runs, lost attempts, then (``sweep``) retention
+        and continuations."""
         if self._closed:
             return
         try:
             # First: results claimed by runs whose host is gone go back, unsuppressed.
-            self.store.reconcile(self.namespace_id)
-            self.store.expire_retention(self.namespace_id)
+            sweep = bool(self.store.reconcile(self.namespace_id)) or sweep
+            if sweep:
+                self.store.expire_retention(self.namespace_id)
         except StoreError as exc:
             log.warning("store reconciliation failed: %s", exc)
         self._reconcile_runs()
+        if not sweep:
+            return
+        # Read before the sweep: whatever ends while it runs makes the next tick sweep.
+        self._quiet_ticks = 0
+        self._swept_ended = self.pools.ended_attempts
+        self._swept_runs = frozenset(self._runs)
         if self._accepting:
             self._admit_continuations()
 
@@ -625,13 +672,8 @@ class HostService:
         if tasks:
             await asyncio.wait(tasks, timeout=max(0.0, deadline - time.monotonic()))
 
-        async def stop(session_id: str, supervisor: BackgroundSubagentSupervisor) -> None:
-            try:
-                await supervisor.shutdown_checked(max(0.0, deadline - time.monotonic()))
-            except Exception as exc:
-                log.warning("supervisor %s did not shut down cleanly: %s", session_id, exc)
-
-        await asyncio.gather(*(stop(sid, sup) for sid, sup in list(self._supervisors.items())))
+        await asyncio.to_thread(self._stop_supervisors, deadline)
+        await self._stop_pools(deadline)
         self._closed = True
         with contextlib.suppress(StoreError):
             self.store.reconcile(self.namespace_id)
@@ -641,6 +683,41 @@ class HostService:
                 closer()
             except Exception:
                 log.exception("closing a host resource failed")
+
+    def _stop_supervisors(self, deadline: float) -> None:
+        """Every supervisor's checked shutdown under ``deadline``, on at most
+        ``CLOSE_THREADS`` threads (one thread per session would be thousands at once:
+        an idle supervisor stops in well under a millisecond)."""
+        todo = list(self._supervisors.items())
+        lock = threading.Lock()
+
+        def worker() -> None:
+            while True:
+                with lock:
+                    if not todo:
+                        return
+                    session_id, supervisor = todo.pop()
+                try:
+                    supervisor.shutdown_checked_sync(max(0.0, deadline - time.monotonic()))
+                except Exception as exc:
+                    log.warning("supervisor %s did not shut down cleanly: %s", session_id, exc)
+
+        threads = [
+            threading.Thread(target=worker, name=f"subagents-close-{n}")
+            for n in range(min(CLOSE_THREADS, len(todo)))
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    async def _stop_pools(self, deadline: float) -> None:
+        """End the shared threads within the shutdown deadline (on a thread of its own:
+        joining threads never blocks the loop)."""
+        remaining = max(0.0, deadline - time.monotonic())
+        stopped = await asyncio.to_thread(self.pools.stop, remaining)
+        if not stopped:
+            log.warning("some supervisor threads did not end within the shutdown deadline")
 
     # -- events -------------------------------------------------------------------------------
 
@@ -1193,14 +1270,40 @@ class HostService:
             )
 
         last = self.events.last_seq(params.session_id)
-        if params.after_seq is not None:
-            for event in self.events.replay(params.session_id, params.after_seq, 10_000):
-                deliver(event)
-        self.add_listener(params.session_id, deliver, sub_id)
         conn.subscriptions.add(sub_id)
+        if params.after_seq is not None:
+            self._replay_backlog(
+                params.session_id, params.after_seq, last, deliver=deliver, conn=conn, sub_id=sub_id
+            )
+        if sub_id in conn.subscriptions:  # not cut while it replayed
+            self.add_listener(params.session_id, deliver, sub_id)
         return EventsSubscribeResult(
             subscription_id=sub_id, session_id=params.session_id, next_seq=last
         )
+
+    def _replay_backlog(
+        self,
+        session_id: str,
+        after: int,
+        last: int,
+        *,
+        deliver: Callable[[HostEvent], None],
+        conn: Connection,
+        sub_id: str,
+    ) -> None:
+        """Every committed event in ``(after, last]``, page by page, however long the
+        backlog (no gap before the live events). Runs on the loop without yielding, so
+        no live event slips between the backlog and the listener; stops early once the
+        transport cut the subscription (its buffer is full: it resumes with after_seq)."""
+        while after < last and sub_id in conn.subscriptions:
+            page = self.events.replay(session_id, after, min(REPLAY_PAGE, last - after))
+            if not page:
+                return
+            for event in page:
+                if sub_id not in conn.subscriptions:
+                    return
+                deliver(event)
+            after = page[-1].seq
 
     async def events_unsubscribe(
         self, params: EventsUnsubscribeParams, conn: Connection

@@ -18,10 +18,7 @@ import threading
 from collections.abc import AsyncIterator
 
 from ._methods import MAX_SEQ, HostEvent
-from ._service import HostService
-
-REPLAY_PAGE = 500
-"""Events read from the log per transaction while a stream catches up."""
+from ._service import REPLAY_PAGE, HostService
 
 _ASCII_SEQ = re.compile(r"[0-9]{1,19}")
 

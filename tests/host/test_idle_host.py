@@ -1,0 +1,97 @@
+"""A host with many sessions that delegated and went idle: its threads are the
+configured pools' (not a few per session), a pool bound is a typed config key,
+and closing meets the shutdown deadline at that session count."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+from host_helpers import CONFIG, memory_service
+
+from subagents import HostConfigError
+from subagents._host import parse_host_config
+from subagents._host._service import SWEEP_TICKS
+
+SESSIONS = 300
+POOLS = """
+actor_threads = 3
+heartbeat_threads = 1
+delivery_threads = 1
+"""
+POOL_THREADS = 3 + 1 + 1 + 1  # the pools and the children's loop
+EXECUTOR_THREADS = min(32, (os.cpu_count() or 1) + 4)
+"""asyncio's default executor (the coroutine twins' blocking steps run there)."""
+
+
+def pooled_config() -> str:
+    return CONFIG.replace("lease_ttl = 5.0", "lease_ttl = 5.0" + POOLS)
+
+
+async def test_idle_sessions_cost_the_pools_not_threads_per_session() -> None:
+    service = memory_service(pooled_config())
+    await service.start()
+    before_python = threading.active_count()
+    before_os = len(os.listdir("/proc/self/task"))
+    try:
+        for n in range(SESSIONS):
+            supervisor = service.supervisor(f"session-{n}")
+            accepted = await supervisor.delegate("research", f"task {n}")
+            waited = await supervisor.wait(accepted.attempt_id, 10)
+            assert waited.status == "completed", waited
+        grown_python = threading.active_count() - before_python
+        grown_os = len(os.listdir("/proc/self/task")) - before_os
+        # Before shared pools: about 6 threads per session (1,800 here).
+        assert grown_python <= POOL_THREADS + EXECUTOR_THREADS
+        assert grown_os <= POOL_THREADS + EXECUTOR_THREADS
+        named = [t for t in threading.enumerate() if t.name.startswith("subagents-")]
+        assert len(named) <= POOL_THREADS, [t.name for t in named]
+        assert service.pools.live_attempts == 0
+    finally:
+        started = time.monotonic()
+        await service.close()
+        closed_in = time.monotonic() - started
+    assert closed_in < service.shutdown_timeout
+    assert not any(t.is_alive() for t in service.pools.threads())
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("actor_threads", 0),
+        ("heartbeat_threads", 65),
+        ("delivery_threads", 0),
+        ("max_live_attempts", 0),
+    ],
+)
+def test_a_pool_bound_out_of_range_is_refused_naming_its_key(key: str, value: int) -> None:
+    text = CONFIG.replace("lease_ttl = 5.0", f"lease_ttl = 5.0\n{key} = {value}")
+    with pytest.raises(HostConfigError) as refused:
+        parse_host_config(text)
+    assert refused.value.fields["key"] == f"host.{key}"
+
+
+def test_the_pool_bounds_reach_the_shared_pools() -> None:
+    text = CONFIG.replace("lease_ttl = 5.0", "lease_ttl = 5.0\nmax_live_attempts = 7" + POOLS)
+    service = memory_service(text)
+    limits = service.pools.limits
+    assert (limits.actor_threads, limits.heartbeat_threads, limits.delivery_threads) == (3, 1, 1)
+    assert limits.max_live_attempts == 7
+
+
+async def test_an_idle_host_sweeps_every_few_ticks_and_at_once_after_an_end() -> None:
+    service = memory_service(CONFIG)  # not started: the ticks are driven here
+    try:
+        await service.maintain()  # a direct call always sweeps
+        assert [service._sweep_due() for _ in range(SWEEP_TICKS - 1)] == [False] * 9
+        assert service._sweep_due()  # the backstop for what other hosts did
+        await service.maintain(sweep=True)
+        assert not service._sweep_due()
+        supervisor = service.supervisor("session-1")
+        accepted = await supervisor.delegate("research", "task")
+        assert (await supervisor.wait(accepted.attempt_id, 10)).status == "completed"
+        assert service._sweep_due()  # an attempt ended here: the next tick sweeps
+    finally:
+        await service.close()
