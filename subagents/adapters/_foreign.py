@@ -420,7 +420,7 @@ class ToolBridge:
         result = await tool.call(tool_context, arguments)
         content = result.content
         if name == WAIT_SUBAGENT_TOOL_NAME and isinstance(content, dict):
-            return await self._recover(content, run_id)
+            return await self._recover(content)
         return content
 
     async def deliver_pending(self, run_key: str | None) -> list[str]:
@@ -443,7 +443,7 @@ class ToolBridge:
             if isinstance(part, UserPromptPart)
         ]
 
-    async def _recover(self, waited: dict[str, Any], run_id: RunId) -> dict[str, Any]:
+    async def _recover(self, waited: dict[str, Any]) -> dict[str, Any]:
         """A wait for an attempt this supervisor never ran (its host died before
         delivering): the session's pending results are claimed, each handed out once,
         to the wait that names it (as our own parent gets them at its next turn)."""
@@ -451,7 +451,9 @@ class ToolBridge:
         if waited.get("status") != "not_found" or not attempt_id or self.supervisor is None:
             return waited
         if attempt_id not in self._recovered:
-            for result in await self.supervisor.take_pending(run_id.as_str()):
+            # A foreign parent has no durable run of ours: each result is claimed
+            # and acknowledged as it is handed out (the SDK parent's semantics).
+            for result in await self.supervisor.take_pending():
                 self._recovered[result.attempt_id] = {
                     **result.to_value(),
                     "result": result.output,
