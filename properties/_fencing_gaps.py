@@ -6,6 +6,7 @@ short scripted sequence that ends in a write the model judges:
 - an impostor (a host that never held the lease, with the current generation
   and expiry) heartbeats, advances execution or commits: :class:`StaleFence`
   (the owner check compares the host as well as the generation);
+- an acceptance wrong in one field only: :class:`InvalidRecord`;
 - the owner runs its attempt to a terminal outcome (completed included), then
   heartbeats while its lease is still live: :class:`Conflict`;
 - the fenced session's attempt is taken over after the fence (the contract lets
@@ -25,11 +26,23 @@ from storage import OwnerLease
 from ._factories import StoreFactory
 from ._fencing import FENCED_NS, HOSTS, NS, FencingMachine
 from ._harness import LEASE_TTL, build_for
+from ._index_audit import IndexAudit
 
 WRITES = ("heartbeat", "update", "commit")
+ONE_FIELD_OFF: dict[str, tuple[str, object]] = {
+    "delivered": ("delivery_status", "delivered"),
+    "claimed": ("delivery_status", "claimed"),
+    "artifact_retention": ("retention_status", "artifact"),
+    "expired_retention": ("retention_status", "expired"),
+    "cancelled": ("execution_status", "cancelled"),
+    "failure_category": ("failure_category", "execution_error"),
+    "delivered_claim_id": ("delivered_claim_id", "claim-x"),
+}
+"""Acceptances wrong in one field only (the fencing machine's malformed ones are wrong
+in two fields at once, e.g. a claimed status with its claim, so one check hides another)."""
 
 
-class FencingGapsMachine(FencingMachine):
+class FencingGapsMachine(IndexAudit, FencingMachine):
     """The fencing machine with scripted rules for its rarely reached paths."""
 
     def _active(self, ns: str | None = None) -> list[str]:
@@ -60,6 +73,16 @@ class FencingGapsMachine(FencingMachine):
         owner = self.model.attempts[aid].owner_lease
         other = next(h for h in HOSTS if h != owner.host_instance_id)
         self._write_as(aid, msgspec.structs.replace(owner, host_instance_id=other), write)
+
+    @rule(agent=st.integers(0, 2), kind=st.sampled_from(sorted(ONE_FIELD_OFF)))
+    def accept_with_one_field_off(self, agent: int, kind: str) -> None:
+        """An acceptance wrong in exactly one field (no second field gives it away):
+        InvalidRecord, nothing written."""
+        n = self.accepted_n
+        self.accepted_n += 1
+        good = self.acceptance(n, NS, agent)
+        field, value = ONE_FIELD_OFF[kind]
+        self.accept(msgspec.structs.replace(good, **{field: value}))
 
     @rule(
         agent=st.integers(0, 2),

@@ -24,6 +24,8 @@ ATTEMPT = "actors/_attempt.py"
 
 STORE_MACHINES = ("fencing", "replay", "delivery", "retention")
 """The store machines, in their default order (each over the kernel)."""
+GAP_MACHINES = ("fencing-gaps", "delivery-gaps", "retention-gaps")
+"""Machines added where the mutation run found gaps (see properties._mutation_worker)."""
 
 
 @dataclass(frozen=True)
@@ -611,17 +613,21 @@ DELIVERY_MUTANTS: tuple[Mutant, ...] = (
         "        self.delivered.append(attempt_id)",
         "an acknowledged delivery keeps its context delta in memory (missing delete)",
     ),
-    _d(
+    Mutant(
         "D11-continuation-claim-deadline-now",
+        DELIVERY,
         "            claim_deadline=now + CONTINUATION_CLAIM_SECONDS,",
         "            claim_deadline=now,",
         "continuation admissions are requested with a claim deadline of now",
+        ("delivery-gaps",),
     ),
-    _d(
+    Mutant(
         "D12-continuation-input-ignores-retention",
+        DELIVERY,
         "        parts = continuation_input(visible, content)",
         "        parts = continuation_input(record, content)",
         "a continuation built past the retention deadline carries the content, not the summary",
+        ("delivery-gaps",),
     ),
 )
 
@@ -743,8 +749,8 @@ CATALOGUE: tuple[Mutant, ...] = (*KERNEL_MUTANTS, *DELIVERY_MUTANTS, *ATTEMPT_MU
 """Every mutant of the run, in report order."""
 
 MACHINES_BY_PATH: dict[str, tuple[str, ...]] = {
-    KERNEL: (*STORE_MACHINES, "fencing-gaps", "supervisor"),
-    DELIVERY: ("supervisor",),
+    KERNEL: (*STORE_MACHINES, *GAP_MACHINES, "supervisor"),
+    DELIVERY: ("supervisor", "delivery-gaps"),
     ATTEMPT: ("supervisor",),
 }
 """Which machines exercise each mutated file (the store machines never load actors/)."""

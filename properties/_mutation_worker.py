@@ -25,11 +25,18 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from hypothesis import Phase, settings, stateful
+
+from ._factories import resolve_factory
+from ._profiles import load_profile, profile_settings
+
 KILLED = 3
 """Exit status of a run in which a machine found a contract violation."""
 
 GAP_MACHINES: dict[str, str] = {
     "fencing-gaps": "properties._fencing_gaps:fencing_gaps_machine",
+    "delivery-gaps": "properties._delivery_gaps:delivery_gaps_machine",
+    "retention-gaps": "properties._index_audit:retention_gaps_machine",
 }
 """Machines added to close gaps the mutation run found (``module:builder``), beside
 the registered ones of ``python -m properties``; each runs in CI from tests/properties."""
@@ -37,7 +44,7 @@ the registered ones of ``python -m properties``; each runs in CI from tests/prop
 
 def builder(name: str) -> Callable[[Any], type[Any]]:
     """The machine builder registered as ``name`` (a function of a store factory)."""
-    from ._runner import MACHINES, SUPERVISOR_MACHINES  # noqa: PLC0415 - after sys.path is final
+    from ._runner import MACHINES, SUPERVISOR_MACHINES  # noqa: PLC0415 - loads every machine
 
     if name in MACHINES:
         return MACHINES[name]
@@ -60,12 +67,6 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
 def run(argv: Sequence[str] | None = None) -> int:
     """Run the machines; the exit status described in the module docstring."""
     args = _parse(argv)
-    from hypothesis import Phase, settings  # noqa: PLC0415 - after sys.path is final
-    from hypothesis import stateful  # noqa: PLC0415
-
-    from ._factories import resolve_factory  # noqa: PLC0415
-    from ._profiles import load_profile, profile_settings  # noqa: PLC0415
-
     # Typed here: some Hypothesis releases leave it unannotated (mypy's no-untyped-call).
     run_state_machine_as_test: Callable[..., None] = stateful.run_state_machine_as_test
     load_profile(args.profile)

@@ -1,0 +1,123 @@
+"""The host's continuation admission under the delivery machine (found by the mutation run).
+
+No property machine called :meth:`actors.Deliverer.admit_continuation`: the
+delivery machine builds its own :class:`~storage.AcquireContinuation`
+requests, the supervisor machine never admits continuations. So a Deliverer
+that asked for a claim deadline of now, or built the input from the record
+instead of its retention view (the content where the expiry summary is due),
+went unnoticed.
+
+:class:`DeliveryGapsMachine` is the delivery machine plus one rule: with no
+live run in an active session, the host admits a continuation for an
+undelivered, unsuppressed result (now, or exactly at its retention deadline,
+before expiry ran) through a real ``Deliverer`` over the store under test. The
+request the Deliverer sends is judged by the reference model like every other
+store call, and since the host asks only when the model says the result may be
+continued, it must be admitted: a refusal is a violation.
+"""
+
+from __future__ import annotations
+
+import msgspec
+from hypothesis import strategies as st
+from hypothesis.stateful import precondition, rule
+
+from actors import Deliverer
+from storage import (
+    AcquireContinuation,
+    ContinuationReceipt,
+    InputPart,
+    RunRecord,
+    SeededIds,
+    SessionStore,
+)
+
+from ._delivery import DeliveryMachine
+from ._factories import StoreFactory
+from ._harness import build_for
+from ._index_audit import IndexAudit
+from ._planted import StoreProxy
+
+
+class _Ambiguous(Exception):
+    """The model allowed a refusal here (an ambiguous artifact): nothing to judge."""
+
+
+class _Judged(StoreProxy):
+    """The store as the Deliverer sees it: its continuation request is judged by the model."""
+
+    def __init__(self, machine: DeliveryGapsMachine) -> None:
+        super().__init__(machine.store)
+        self.machine = machine
+        self.sent: list[AcquireContinuation] = []
+
+    def acquire_continuation(self, request: AcquireContinuation) -> ContinuationReceipt:
+        machine = self.machine
+        self.sent.append(request)
+        outcome = machine.model.acquire(request)
+        got = machine.expect(
+            "Deliverer.admit_continuation",
+            lambda: machine.store.acquire_continuation(request),
+            outcome,
+            attempt_id=request.attempt_id,
+        )
+        if got is None and outcome.ok_allowed:
+            raise _Ambiguous(outcome.why)
+        if got is None:
+            raise machine.violation(
+                f"the host's own continuation request for {request.attempt_id} was refused "
+                f"({outcome.why}): it must be canonical and admissible"
+            )
+        return got
+
+
+class DeliveryGapsMachine(IndexAudit, DeliveryMachine):
+    """The delivery machine with the host's continuation admission."""
+
+    def _continuable(self) -> list[str]:
+        return sorted(
+            aid
+            for aid in self.claims
+            if self.model.attempts[aid].delivery_status == "undelivered"
+            and self.model.attempts[aid].automatic_continuation_suppressed_by_run_id is None
+        )
+
+    @precondition(
+        lambda self: (
+            bool(self._continuable())
+            and self.model.live_run(self.sid) is None
+            and self.model.sessions[self.sid].status == "active"
+        )
+    )
+    @rule(data=st.data(), at=st.sampled_from(["now", "now", "retention_deadline"]))
+    def host_admits_a_continuation(self, data: st.DataObject, at: str) -> None:
+        aid = data.draw(st.sampled_from(self._continuable()), label="attempt")
+        record = self.model.attempts[aid]
+        deadline = record.retention_expires_at
+        if at == "retention_deadline" and deadline is not None and deadline > self.clock.now():
+            self.clock.advance(deadline - self.clock.now())
+            if self.model.live_run(self.sid) is not None:
+                return
+        template = self._request(aid, "exact", False).run
+
+        def make_run(parts: tuple[InputPart, ...], now: float) -> RunRecord:
+            return msgspec.structs.replace(template, input=parts, created_at=now, updated_at=now)
+
+        store: SessionStore = _Judged(self)
+        deliverer = Deliverer(store=store, ids=SeededIds(self.n), namespace_id=record.namespace_id)
+        stored = self.store.load_attempt(aid)
+        try:
+            receipt = deliverer.admit_continuation(stored, make_run, self.clock.now())
+        except _Ambiguous:
+            return
+        if receipt.record.delivery_status != "delivered":
+            raise self.violation(f"admit_continuation({aid}) left the result undelivered")
+        assert isinstance(store, _Judged)
+        self.requests[aid] = store.sent[-1]
+        self.consumers.append(receipt.run.run_id)
+        self.continuations += 1
+
+
+def delivery_gaps_machine(factory: StoreFactory) -> type[DeliveryGapsMachine]:
+    """The delivery-gaps machine bound to ``factory`` (use ``.TestCase`` under pytest)."""
+    return build_for(DeliveryGapsMachine, factory)
