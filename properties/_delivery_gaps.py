@@ -5,7 +5,8 @@ delivery machine builds its own :class:`~storage.AcquireContinuation`
 requests, the supervisor machine never admits continuations. So a Deliverer
 that asked for a claim deadline of now, or built the input from the record
 instead of its retention view (the content where the expiry summary is due),
-went unnoticed.
+went unnoticed. Nor did any rule report a consumer's end in the name of another
+run, so a store that let any run release (and suppress) a claim went unnoticed.
 
 :class:`DeliveryGapsMachine` is the delivery machine plus one rule: with no
 live run in an active session, the host admits a continuation for an
@@ -13,7 +14,8 @@ undelivered, unsuppressed result (now, or exactly at its retention deadline,
 before expiry ran) through a real ``Deliverer`` over the store under test. The
 request the Deliverer sends is judged by the reference model like every other
 store call, and since the host asks only when the model says the result may be
-continued, it must be admitted: a refusal is a violation.
+continued, it must be admitted: a refusal is a violation. A second rule has a run other
+than the claim's consumer report it terminated: :class:`Conflict`, nothing released.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from hypothesis.stateful import precondition, rule
 from actors import Deliverer
 from storage import (
     AcquireContinuation,
+    ConsumerTerminated,
     ContinuationReceipt,
     InputPart,
     RunRecord,
@@ -116,6 +119,33 @@ class DeliveryGapsMachine(IndexAudit, DeliveryMachine):
         self.requests[aid] = store.sent[-1]
         self.consumers.append(receipt.run.run_id)
         self.continuations += 1
+
+    def _claimed_by_a_run(self) -> list[str]:
+        return sorted(
+            aid
+            for aid in self.claims
+            if (claim := self.model.attempts[aid].delivery_claim) is not None
+            and claim.continuation_run_id is not None
+        )
+
+    @precondition(lambda self: bool(self._claimed_by_a_run()))
+    @rule(data=st.data())
+    def another_run_reports_the_consumer_terminated(self, data: st.DataObject) -> None:
+        """ConsumerTerminated naming a run that is not the claim's consumer: Conflict,
+        nothing released (the delivery machine only ever names the claim's own run)."""
+        aid = data.draw(st.sampled_from(self._claimed_by_a_run()), label="attempt")
+        claim = self.model.attempts[aid].delivery_claim
+        assert claim is not None and claim.continuation_run_id is not None
+        others = [r for r in self.consumers if r != claim.continuation_run_id]
+        other = data.draw(st.sampled_from([*others, "run-never-admitted"]), label="run")
+        reason = ConsumerTerminated(run_id=other)
+        self.expect(
+            f"release_delivery(another run, {reason!r})",
+            lambda: self.store.release_delivery(aid, claim.claim_id, reason),
+            self.model.release(aid, claim.claim_id, reason),
+            attempt_id=aid,
+            check=self.record_checker("release_delivery"),
+        )
 
 
 def delivery_gaps_machine(factory: StoreFactory) -> type[DeliveryGapsMachine]:
