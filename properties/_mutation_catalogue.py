@@ -750,7 +750,7 @@ CATALOGUE: tuple[Mutant, ...] = (*KERNEL_MUTANTS, *DELIVERY_MUTANTS, *ATTEMPT_MU
 
 MACHINES_BY_PATH: dict[str, tuple[str, ...]] = {
     KERNEL: (*STORE_MACHINES, *GAP_MACHINES, "supervisor"),
-    DELIVERY: ("supervisor", "delivery-gaps"),
-    ATTEMPT: ("supervisor",),
+    DELIVERY: ("supervisor", "supervisor-gaps", "delivery-gaps"),
+    ATTEMPT: ("supervisor", "supervisor-gaps"),
 }
 """Which machines exercise each mutated file (the store machines never load actors/)."""

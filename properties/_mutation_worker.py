@@ -37,6 +37,7 @@ GAP_MACHINES: dict[str, str] = {
     "fencing-gaps": "properties._fencing_gaps:fencing_gaps_machine",
     "delivery-gaps": "properties._delivery_gaps:delivery_gaps_machine",
     "retention-gaps": "properties._index_audit:retention_gaps_machine",
+    "supervisor-gaps": "properties._supervisor_gaps:supervisor_gaps_machine",
 }
 """Machines added to close gaps the mutation run found (``module:builder``), beside
 the registered ones of ``python -m properties``; each runs in CI from tests/properties."""
