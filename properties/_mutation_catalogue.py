@@ -607,11 +607,17 @@ DELIVERY_MUTANTS: tuple[Mutant, ...] = (
         '        if str(record.execution_status) == "failed":',
         "only failed results hide their output (cancelled ones would show theirs)",
     ),
-    _d(
+    Mutant(
         "D10-acknowledge-keeps-delta",
+        DELIVERY,
         "        self.deltas.pop(attempt_id)\n        self.delivered.append(attempt_id)",
         "        self.delivered.append(attempt_id)",
         "an acknowledged delivery keeps its context delta in memory (missing delete)",
+        ("supervisor",),
+        equivalent=(
+            "memory only: the store refuses any second claim that could hand the delta out "
+            "again, and the supervisor pops it when it prunes the delivered entry (_forget)"
+        ),
     ),
     Mutant(
         "D11-continuation-claim-deadline-now",
@@ -716,12 +722,19 @@ ATTEMPT_MUTANTS: tuple[Mutant, ...] = (
         "        if True:\n            self.pending = self._build_commit(",
         "the terminal commit is rebuilt on every try (a lost response is never replayed exactly)",
     ),
-    _a(
+    Mutant(
         "A12-complete-from-accepted-skips-starting",
+        ATTEMPT,
         '            if status == "accepted":\n'
         "                self._persist_execution(ExecutionStatus.STARTING)\n",
         "",
         "completing an attempt still recorded as accepted skips persisting starting",
+        ("supervisor",),
+        equivalent=(
+            "unreachable: the child is launched only after `starting` is persisted, and only "
+            "a child's outcome decides `completed`, so a completing attempt is never recorded "
+            "`accepted`"
+        ),
     ),
     _a(
         "A13-heartbeat-error-never-confirmed",

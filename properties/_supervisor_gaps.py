@@ -9,6 +9,10 @@
 - every terminal record's ``failure_category`` matches its status
   (``cancelled`` for cancelled, ``execution_error`` or ``host_process_lost``
   for failed, none for completed);
+- the parent's turn delivers every pending result after DELIVERY_RETRIES - 1
+  transient claim failures, and every result beside one claimed elsewhere;
+- a terminal commit whose response was lost is retried after store time moved:
+  the exact replay is Ok and the attempt ends terminal (not lost);
 - a child completes with an output of exactly the inline limit, one byte more,
   exactly the artifact limit or one byte more (multi-byte text): inline up to
   the inline limit, an artifact up to the artifact limit, failed past it, and
@@ -20,9 +24,22 @@ from __future__ import annotations
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, precondition, rule
 
+from actors._delivery import DELIVERY_RETRIES
+from storage import DeliveryClaim, RetryableStorage
+
 from ._factories import StoreFactory
+from ._faults import Fault
 from ._harness import Stats
-from ._supervisor import LIMITS, NS, SESSION, Delivery, SupervisorMachine
+from ._supervisor import (
+    CLAIM_DEADLINE,
+    LIMITS,
+    NS,
+    SESSION,
+    SLOW_CALL,
+    Delivery,
+    SupervisorMachine,
+    _from_result,
+)
 
 SIZES = {
     "inline limit": LIMITS.inline_preview_bytes,
@@ -49,6 +66,8 @@ class SupervisorGapsMachine(SupervisorMachine):
         super().__init__()
         self.sized: dict[str, str] = {}
         self.big_outputs = 0
+        self.turn_checks = 0
+        self.lost_commits = 0
 
     def note_delivery(self, delivery: Delivery) -> None:
         super().note_delivery(delivery)
@@ -100,6 +119,84 @@ class SupervisorGapsMachine(SupervisorMachine):
                 f"{record.retention_status}, expected {want}"
             )
         self.path("child", f"complete at the {size}")
+
+    def _pending(self) -> list[str]:
+        """Undelivered, unclaimed results in the store, in the order a turn takes them."""
+        return [
+            r.attempt_id
+            for r in self.store.list_pending_attempts(NS, SESSION)
+            if str(r.delivery_status) == "undelivered"
+        ]
+
+    def _turn(self, what: str) -> set[str]:
+        """The parent's next turn; the ids it received."""
+        try:
+            results = self.sup.take_pending_sync()
+        except Exception as exc:
+            raise self.violation(f"the parent's turn {what} raised {exc!r}") from exc
+        for result in results:
+            self.note_delivery(_from_result(result, "turn"))
+        return {r.attempt_id for r in results}
+
+    @precondition(lambda self: not self.closed and not self.with_callback and self.turn_checks < 2)
+    @rule()
+    def turn_after_one_fault_less_than_the_retries(self) -> None:
+        """Transient failures on all but the last of a claim's DELIVERY_RETRIES tries: the
+        turn still delivers every pending result."""
+        pending = self._pending()
+        if not pending or self.faults_planned("claim_delivery"):
+            return
+        self.turn_checks += 1
+        self.faulty.plan("claim_delivery", Fault(DELIVERY_RETRIES - 1))
+        got = self._turn(f"after {DELIVERY_RETRIES - 1} transient claim failures")
+        self.faulty.clear()
+        if not set(pending) <= got:
+            raise self.violation(f"the turn delivered {sorted(got)} of pending {pending}")
+        self.path("turn", "delivered after retries - 1 faults")
+
+    @precondition(lambda self: not self.closed and not self.with_callback and self.turn_checks < 2)
+    @rule()
+    def turn_skips_a_result_claimed_elsewhere(self) -> None:
+        """Another consumer holds a live claim on the first pending result: the turn
+        delivers every other one."""
+        pending = self._pending()
+        if len(pending) < 2:
+            return
+        self.turn_checks += 1
+        claim = DeliveryClaim(
+            claim_id=self.fresh("claim-elsewhere"), deadline=self.clock.now() + CLAIM_DEADLINE
+        )
+        self.store.claim_delivery(pending[0], claim)
+        got = self._turn("beside a claim held elsewhere")
+        if not set(pending[1:]) <= got or pending[0] in got:
+            raise self.violation(
+                f"the turn delivered {sorted(got)}; pending {pending}, {pending[0]} claimed "
+                "elsewhere"
+            )
+        self.path("turn", "skipped a claim held elsewhere")
+
+    @precondition(
+        lambda self: (
+            not self.closed
+            and bool(self.by_state("active"))
+            and self.lost_commits < 1
+            and not self.faults_planned("commit_terminal")
+        )
+    )
+    @rule(index=st.integers(0, 7))
+    def commit_response_lost_then_store_time_moves(self, index: int) -> None:
+        """The terminal commit applies but its response is lost, and store time moves before
+        the retry: the retry must replay the same commit (Ok), not a rebuilt one."""
+        self.lost_commits += 1
+
+        def lost_while_time_moves() -> BaseException:
+            self.clock.advance(SLOW_CALL)  # the response is lost while store time moves on
+            return RetryableStorage("injected: response lost")
+
+        self.faulty.plan("commit_terminal", Fault(1, error=lost_while_time_moves, mode="lost"))
+        self.drift += SLOW_CALL
+        self.child_ends(index, "complete")
+        self.path("fault", "commit_terminal lost, then time moved")
 
     @invariant()
     def failure_category_matches_status(self) -> None:
