@@ -13,6 +13,9 @@
   transient claim failures, and every result beside one claimed elsewhere;
 - a terminal commit whose response was lost is retried after store time moved:
   the exact replay is Ok and the attempt ends terminal (not lost);
+- an artifact commit refused by the namespace quota ends failed; a wait whose
+  artifact fails to load gives its claim back (the next wait delivers);
+- a lapsed attempt taken over by this host's id with a new generation is lost;
 - a child completes with an output of exactly the inline limit, one byte more,
   exactly the artifact limit or one byte more (multi-byte text): inline up to
   the inline limit, an artifact up to the artifact limit, failed past it, and
@@ -25,13 +28,15 @@ from hypothesis import strategies as st
 from hypothesis.stateful import invariant, precondition, rule
 
 from actors._delivery import DELIVERY_RETRIES
-from storage import DeliveryClaim, RetryableStorage
+from storage import DeliveryClaim, QuotaExceeded, RetryableStorage
 
 from ._factories import StoreFactory
 from ._faults import Fault
 from ._harness import Stats
 from ._supervisor import (
     CLAIM_DEADLINE,
+    HOST,
+    LEASE_TTL,
     LIMITS,
     NS,
     SESSION,
@@ -68,6 +73,7 @@ class SupervisorGapsMachine(SupervisorMachine):
         self.big_outputs = 0
         self.turn_checks = 0
         self.lost_commits = 0
+        self.rare = 0
 
     def note_delivery(self, delivery: Delivery) -> None:
         super().note_delivery(delivery)
@@ -197,6 +203,95 @@ class SupervisorGapsMachine(SupervisorMachine):
         self.drift += SLOW_CALL
         self.child_ends(index, "complete")
         self.path("fault", "commit_terminal lost, then time moved")
+
+    def _complete_with(self, index: int, size: int, expect: tuple[str, str | None, None]) -> str:
+        tracked = self.pick(self.by_state("active"), index)
+        child = self._started(tracked)
+        text = text_of(size)
+        tracked.expect = expect
+        self.sized[tracked.attempt_id] = text
+        if not child.send("complete", text):
+            raise self.violation(f"the child of {tracked.attempt_id} is not running")
+        tracked.queued = 0
+        self.settle_end(tracked)
+        return tracked.attempt_id
+
+    @precondition(
+        lambda self: (
+            not self.closed
+            and bool(self.by_state("active"))
+            and self.rare < 2
+            and not self.faults_planned("commit_terminal")
+        )
+    )
+    @rule(index=st.integers(0, 7))
+    def artifact_commit_refused_by_the_namespace_quota(self, index: int) -> None:
+        """The store refuses the artifact commit with QuotaExceeded: the attempt ends
+        failed (naming the quota), never completed by a replay of the refused commit."""
+        self.rare += 1
+        quota = QuotaExceeded("injected: the namespace's artifact quota is full")
+        self.faulty.plan("commit_terminal", Fault(1, error=lambda: quota))
+        aid = self._complete_with(index, LIMITS.inline_preview_bytes + 1, ("failed", None, None))
+        ref = self.store.load_attempt(aid).result_ref
+        if ref is None or "quota" not in (ref.error or ""):
+            raise self.violation(f"{aid} refused for quota ended with {ref!r}")
+        self.path("child", "complete refused by the quota")
+
+    @precondition(
+        lambda self: (
+            not self.closed
+            and not self.with_callback
+            and bool(self.by_state("active"))
+            and self.rare < 2
+            and not self.faults_planned("load_artifact")
+        )
+    )
+    @rule(index=st.integers(0, 7))
+    def wait_while_the_artifact_cannot_be_loaded(self, index: int) -> None:
+        """A wait whose result's artifact fails to load gives the claim back: the next
+        wait delivers it."""
+        self.rare += 1
+        size = LIMITS.inline_preview_bytes + 1
+        aid = self._complete_with(index, size, ("completed", None, None))
+        self.faulty.plan("load_artifact", Fault(1))
+        try:
+            self.sup.wait_sync(aid, timeout_seconds=0)
+        except Exception as exc:
+            self.path("wait", f"artifact load failed ({type(exc).__name__})")
+        else:
+            raise self.violation(f"wait on {aid} delivered though its artifact failed to load")
+        self.faulty.clear()
+        result = self.sup.wait_sync(aid, timeout_seconds=0)
+        if result.delivery_status != "delivered":
+            raise self.violation(f"the wait after a failed artifact load returned {result!r}")
+        self.note_delivery(
+            Delivery(
+                attempt_id=aid,
+                channel="wait",
+                status=result.status,
+                output=result.result,
+                error=result.error,
+            )
+        )
+
+    @precondition(
+        lambda self: not self.closed and bool(self.by_state("active")) and not self.lapses
+    )
+    @rule(index=st.integers(0, 7))
+    def same_host_takes_over_with_a_new_generation(self, index: int) -> None:
+        """Every lease lapses and one attempt is taken over by this host's id with the next
+        generation (a restarted host): the running attempt must see it lost all the same."""
+        self.lapses += 1
+        self.clock.advance(LEASE_TTL + 1)
+        self.drift = 0.0
+        active = self.by_state("active")
+        taken = self.pick(active, index).attempt_id
+        self.store.take_over_attempt(taken, HOST, 2, self.clock.now() + LEASE_TTL)
+        for attempt_id in active:
+            if self.ended(attempt_id) != "lost":
+                raise self.violation(f"{attempt_id} did not end lost after its lease lapsed")
+            self.tracked[attempt_id].state = "lost"
+        self.path("lease", "taken over by the same host, new generation")
 
     @invariant()
     def failure_category_matches_status(self) -> None:
