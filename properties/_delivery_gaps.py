@@ -16,6 +16,8 @@ request the Deliverer sends is judged by the reference model like every other
 store call, and since the host asks only when the model says the result may be
 continued, it must be admitted: a refusal is a violation. A second rule has a run other
 than the claim's consumer report it terminated: :class:`Conflict`, nothing released.
+A third gives a result to a session that never admitted a run: a continuation
+expecting some head there is a stale head (:class:`Conflict`).
 """
 
 from __future__ import annotations
@@ -32,14 +34,18 @@ from storage import (
     InputPart,
     RunRecord,
     SeededIds,
+    SessionRecord,
     SessionStore,
 )
 
-from ._delivery import DeliveryMachine
+from ._delivery import NS, DeliveryMachine
 from ._factories import StoreFactory
 from ._harness import build_for
 from ._index_audit import IndexAudit
 from ._planted import StoreProxy
+
+RUNLESS_NS = "ns-runless"
+RUNLESS_SESSION = "session-runless"
 
 
 class _Ambiguous(Exception):
@@ -76,6 +82,10 @@ class _Judged(StoreProxy):
 
 class DeliveryGapsMachine(IndexAudit, DeliveryMachine):
     """The delivery machine with the host's continuation admission."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.runless = False
 
     def _continuable(self) -> list[str]:
         return sorted(
@@ -145,6 +155,41 @@ class DeliveryGapsMachine(IndexAudit, DeliveryMachine):
             self.model.release(aid, claim.claim_id, reason),
             attempt_id=aid,
             check=self.record_checker("release_delivery"),
+        )
+
+    @precondition(lambda self: not self.runless)
+    @rule()
+    def continuation_expecting_a_head_in_a_session_without_runs(self) -> None:
+        """A session that never admitted a run holds a result; a continuation that expects
+        some head run there is a stale head (Conflict), not admitted."""
+        self.runless = True
+        now = self.clock.now()
+        session = SessionRecord(
+            session_id=RUNLESS_SESSION, namespace_id=RUNLESS_NS, created_at=now, updated_at=now
+        )
+        self.expect(
+            "create_session(runless)",
+            lambda: self.store.create_session(session),
+            self.model.create_session(RUNLESS_SESSION, RUNLESS_NS),
+        )
+        n = self.n
+        self.n += 1
+        record = msgspec.structs.replace(
+            self.acceptance(n, NS, agent=n),
+            namespace_id=RUNLESS_NS,
+            parent_session_id=RUNLESS_SESSION,
+            parent_run_id="run-of-another-host",
+        )
+        if self.drive_to_terminal(record, "completed", f"result {n} of a runless session") is None:
+            return
+        request = msgspec.structs.replace(
+            self._request(record.attempt_id, "exact", False), expected_head_run_id="run-ghost"
+        )
+        self.expect(
+            "acquire_continuation(runless session, expected head)",
+            lambda: self.store.acquire_continuation(request),
+            self.model.acquire(request),
+            attempt_id=record.attempt_id,
         )
 
 
