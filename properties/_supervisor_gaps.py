@@ -15,6 +15,9 @@
   the exact replay is Ok and the attempt ends terminal (not lost);
 - an artifact commit refused by the namespace quota ends failed; a wait whose
   artifact fails to load gives its claim back (the next wait delivers);
+- a cancelled result delivered after its retention expired has no output, only
+  the expiry summary as its error;
+- a child that ignores cancellation is aborted when its lease lapses;
 - a lapsed attempt taken over by this host's id with a new generation is lost;
 - a child completes with an output of exactly the inline limit, one byte more,
   exactly the artifact limit or one byte more (multi-byte text): inline up to
@@ -24,9 +27,12 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, precondition, rule
 
+from actors import ChildControl, ChildOutcome, ChildRequest
 from actors._delivery import DELIVERY_RETRIES
 from storage import DeliveryClaim, QuotaExceeded, RetryableStorage
 
@@ -40,7 +46,10 @@ from ._supervisor import (
     LIMITS,
     NS,
     SESSION,
+    SETTLE,
     SLOW_CALL,
+    Child,
+    Children,
     Delivery,
     SupervisorMachine,
     _from_result,
@@ -59,6 +68,65 @@ CATEGORIES: dict[str, set[str | None]] = {
 }
 
 
+class DeafChild(Child):
+    """A child script that may ignore cancellation: it still obeys every command, but
+    only its task's cancellation (the supervisor's abort) ends it early."""
+
+    def __init__(self, attempt_id: str, *, deaf: bool) -> None:
+        super().__init__(attempt_id)
+        self.deaf = deaf
+
+    async def run(self, request: ChildRequest, control: ChildControl) -> ChildOutcome:
+        if not self.deaf:
+            return await super().run(request, control)
+        inbox: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+        with self.lock:
+            self.runs += 1
+            self.loop = asyncio.get_running_loop()
+            self.inbox = inbox
+        self.started.set()
+        try:
+            while True:
+                kind, text = await inbox.get()  # control.wait_cancelled() goes unheard
+                drained = control.steering()
+                with self.lock:
+                    self.steering.extend(drained)
+                if kind == "turn":
+                    control.report_progress("waiting")
+                    control.report_progress("running")
+                    with self.turn_taken:
+                        self.turns += 1
+                        self.turn_taken.notify_all()
+                    continue
+                if kind == "complete":
+                    return ChildOutcome.completed(
+                        text, usage={"turns": self.turns}, context_delta=self.delta
+                    )
+                if kind == "fail":
+                    return ChildOutcome.failed(text, context_delta=self.delta)
+                raise RuntimeError(text)
+        finally:
+            self.ended.set()
+            with self.turn_taken:
+                self.turn_taken.notify_all()
+
+
+class DeafableChildren(Children):
+    """The runner: the next child it creates is deaf to cancellation when asked."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.next_deaf = False
+
+    def get(self, attempt_id: str) -> Child:
+        with self.lock:
+            child = self.scripts.get(attempt_id)
+            if child is None:
+                child = self.scripts[attempt_id] = DeafChild(attempt_id, deaf=self.next_deaf)
+                self.next_deaf = False
+            return child
+
+
 def text_of(size: int) -> str:
     """A text of exactly ``size`` UTF-8 bytes, mostly two-byte characters."""
     return "ü" * (size // 2) + "a" * (size % 2)
@@ -74,6 +142,8 @@ class SupervisorGapsMachine(SupervisorMachine):
         self.turn_checks = 0
         self.lost_commits = 0
         self.rare = 0
+        self.children: DeafableChildren = DeafableChildren()
+        self.deafened = 0
 
     def note_delivery(self, delivery: Delivery) -> None:
         super().note_delivery(delivery)
@@ -292,6 +362,84 @@ class SupervisorGapsMachine(SupervisorMachine):
                 raise self.violation(f"{attempt_id} did not end lost after its lease lapsed")
             self.tracked[attempt_id].state = "lost"
         self.path("lease", "taken over by the same host, new generation")
+
+    @precondition(lambda self: not self.closed and self.deafened < 1)
+    @rule()
+    def the_next_child_ignores_cancellation(self) -> None:
+        self.deafened += 1
+        self.children.next_deaf = True
+
+    @precondition(
+        lambda self: (
+            not self.closed and not self.lapses and self.deafened and bool(self.by_state("active"))
+        )
+    )
+    @rule()
+    def a_child_that_ignores_cancellation_loses_its_lease(self) -> None:
+        """Every lease lapses (after a child deaf to cancellation was asked for): each lost
+        attempt's child task is aborted (it ends), a deaf one too."""
+        for attempt_id in self.by_state("active"):
+            self._started(self.tracked[attempt_id])
+        self.lapses += 1
+        self.clock.advance(LEASE_TTL + 1)
+        self.drift = 0.0
+        active = self.by_state("active")
+        for attempt_id in active:
+            if self.ended(attempt_id) != "lost":
+                raise self.violation(f"{attempt_id} did not end lost after its lease lapsed")
+            self.tracked[attempt_id].state = "lost"
+        for attempt_id in active:
+            child = self.children.get(attempt_id)
+            if child.started.is_set() and not child.ended.wait(SETTLE):
+                raise self.violation(f"the child of lost attempt {attempt_id} still runs")
+        self.path("lease", "lapsed under a deaf child")
+
+    @precondition(
+        lambda self: (
+            not self.closed
+            and not self.with_callback
+            and not self.by_state("active")
+            and any(t.expect and t.expect[0] == "cancelled" for t in self.tracked.values())
+            and self.rare < 3
+        )
+    )
+    @rule()
+    def cancelled_result_delivered_after_its_retention(self) -> None:
+        """A cancelled result still undelivered when its retention expired: the parent gets
+        no output, and the expiry summary as its error."""
+        self.rare += 1
+        waiting = {r.attempt_id for r in self.store.list_pending_attempts(NS, SESSION)} & set(
+            self.by_state("terminal")
+        )
+        cancelled = sorted(
+            a for a in waiting if (e := self.tracked[a].expect) and e[0] == "cancelled"
+        )
+        if not cancelled:
+            return
+        self.clock.advance(LIMITS.retention + 1)
+        self.store.expire_retention(NS)
+        for attempt_id in waiting:  # what they carried is gone: only the status is known
+            expect = self.tracked[attempt_id].expect
+            assert expect is not None
+            self.tracked[attempt_id].expect = (expect[0], None, None)
+        result = self.sup.wait_sync(cancelled[0], timeout_seconds=0)
+        if result.delivery_status != "delivered":
+            return  # owned elsewhere: nothing to judge
+        if result.result is not None or not result.error:
+            raise self.violation(
+                f"expired cancelled result {cancelled[0]} delivered output {result.result!r}, "
+                f"error {result.error!r}"
+            )
+        self.note_delivery(
+            Delivery(
+                attempt_id=cancelled[0],
+                channel="wait",
+                status=result.status,
+                output=result.result,
+                error=result.error,
+            )
+        )
+        self.path("wait", "cancelled result after its retention")
 
     @invariant()
     def failure_category_matches_status(self) -> None:
