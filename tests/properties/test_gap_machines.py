@@ -15,6 +15,7 @@ from properties import MEMORY, profile_settings
 from properties._delivery_gaps import delivery_gaps_machine
 from properties._fencing_gaps import fencing_gaps_machine
 from properties._index_audit import retention_gaps_machine
+from properties._supervisor_gaps import supervisor_gaps_machine
 
 # Typed here: some Hypothesis releases leave it unannotated (mypy's no-untyped-call).
 run_state_machine_as_test: Callable[..., None] = stateful.run_state_machine_as_test
@@ -47,3 +48,21 @@ def test_the_retention_gaps_machine_checks_the_store_after_every_step() -> None:
     run_state_machine_as_test(machine, settings=profile_settings("ci"))
     assert machine.stats.examples > 0
     assert machine.stats.invariants > machine.stats.steps
+
+
+def test_the_supervisor_gaps_machine_reaches_its_rules() -> None:
+    machine = supervisor_gaps_machine(MEMORY)
+    run_state_machine_as_test(machine, settings=profile_settings("ci"))
+    paths = machine.stats.paths
+    for path in (
+        "turn: delivered after retries - 1 faults",
+        "turn: skipped a claim held elsewhere",
+        "fault: commit_terminal lost, then time moved",
+        "child: complete at the inline limit",
+        "child: complete at the artifact limit + 1",
+        "child: complete refused by the quota",
+        "lease: taken over by the same host, new generation",
+        "lease: lapsed under a deaf child",
+        "wait: cancelled result after its retention",
+    ):
+        assert paths[path] > 0, (path, dict(paths))
