@@ -29,6 +29,7 @@ from hypothesis.stateful import precondition, rule
 from actors import Deliverer
 from storage import (
     AcquireContinuation,
+    Conflict,
     ConsumerTerminated,
     ContinuationReceipt,
     InputPart,
@@ -48,10 +49,6 @@ RUNLESS_NS = "ns-runless"
 RUNLESS_SESSION = "session-runless"
 
 
-class _Ambiguous(Exception):
-    """The model allowed a refusal here (an ambiguous artifact): nothing to judge."""
-
-
 class _Judged(StoreProxy):
     """The store as the Deliverer sees it: its continuation request is judged by the model."""
 
@@ -59,6 +56,8 @@ class _Judged(StoreProxy):
         super().__init__(machine.store)
         self.machine = machine
         self.sent: list[AcquireContinuation] = []
+        self.ambiguous: str | None = None
+        """Set when the model allowed the store's refusal (an ambiguous artifact)."""
 
     def acquire_continuation(self, request: AcquireContinuation) -> ContinuationReceipt:
         machine = self.machine
@@ -71,7 +70,8 @@ class _Judged(StoreProxy):
             attempt_id=request.attempt_id,
         )
         if got is None and outcome.ok_allowed:
-            raise _Ambiguous(outcome.why)
+            self.ambiguous = outcome.why
+            raise Conflict("refused, as the model allows here", attempt_id=request.attempt_id)
         if got is None:
             raise machine.violation(
                 f"the host's own continuation request for {request.attempt_id} was refused "
@@ -121,7 +121,10 @@ class DeliveryGapsMachine(IndexAudit, DeliveryMachine):
         stored = self.store.load_attempt(aid)
         try:
             receipt = deliverer.admit_continuation(stored, make_run, self.clock.now())
-        except _Ambiguous:
+        except Conflict:
+            assert isinstance(store, _Judged)
+            if store.ambiguous is None:
+                raise
             return
         if receipt.record.delivery_status != "delivered":
             raise self.violation(f"admit_continuation({aid}) left the result undelivered")
