@@ -96,9 +96,11 @@ def occurrences(root: Path, mutant: Mutant) -> int:
 
 
 def machines_for(mutant: Mutant) -> list[str]:
-    """The machines to run: the mutant's own first, then the rest of its file's."""
+    """The machines to run: the mutant's own first, then its file's gap machines (they
+    reach what the others do not), then the rest of its file's."""
     rest = MACHINES_BY_PATH.get(mutant.path, ())
-    return list(dict.fromkeys([*mutant.machines, *rest]))
+    gaps = [m for m in rest if m.endswith("-gaps")]
+    return list(dict.fromkeys([*mutant.machines, *gaps, *rest]))
 
 
 def copy_tree(root: Path, dest: Path) -> None:
