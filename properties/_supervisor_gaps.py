@@ -28,6 +28,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, precondition, rule
@@ -61,6 +62,7 @@ SIZES = {
     "artifact limit": LIMITS.max_artifact_bytes,
     "artifact limit + 1": LIMITS.max_artifact_bytes + 1,
 }
+SIZE_TURNS = itertools.count()
 ORDER = ("inline limit", "artifact limit", "inline limit + 1", "artifact limit + 1")
 CATEGORIES: dict[str, set[str | None]] = {
     "completed": {None},
@@ -140,7 +142,7 @@ class SupervisorGapsMachine(SupervisorMachine):
         super().__init__()
         self.sized: dict[str, str] = {}
         self.big_outputs = 0
-        self.size_turn = 0
+        self.expired_cancels = 0
         self.turn_checks = 0
         self.elsewhere_checks = 0
         self.lost_commits = 0
@@ -175,10 +177,9 @@ class SupervisorGapsMachine(SupervisorMachine):
     @precondition(lambda self: not self.closed and self.by_state("active") and self.big_outputs < 2)
     @rule(index=st.integers(0, 7))
     def child_completes_at_a_size_limit(self, index: int) -> None:
-        # The sizes in turn (a drawn size would leave some unexplored: which rules can run
-        # depends on the supervisor's threads).
-        size = ORDER[self.size_turn % len(ORDER)]
-        self.size_turn += 1
+        # The sizes in turn over the whole run (the rule fires about once an example, and a
+        # drawn size would leave some unexplored: which rules run depends on the threads).
+        size = ORDER[next(SIZE_TURNS) % len(ORDER)]
         tracked = self.pick(self.by_state("active"), index)
         child = self._started(tracked)
         n = SIZES[size]
@@ -407,41 +408,45 @@ class SupervisorGapsMachine(SupervisorMachine):
         lambda self: (
             not self.closed
             and not self.with_callback
-            and not self.by_state("active")
-            and any(t.expect and t.expect[0] == "cancelled" for t in self.tracked.values())
-            and self.rare < 3
+            and bool(self.by_state("active"))
+            and self.expired_cancels < 1
         )
     )
-    @rule()
-    def cancelled_result_delivered_after_its_retention(self) -> None:
-        """A cancelled result still undelivered when its retention expired: the parent gets
-        no output, and the expiry summary as its error."""
-        self.rare += 1
-        waiting = {r.attempt_id for r in self.store.list_pending_attempts(NS, SESSION)} & set(
-            self.by_state("terminal")
-        )
-        cancelled = sorted(
-            a for a in waiting if (e := self.tracked[a].expect) and e[0] == "cancelled"
-        )
-        if not cancelled:
-            return
+    @rule(index=st.integers(0, 7))
+    def cancelled_result_delivered_after_its_retention(self, index: int) -> None:
+        """The parent cancels a running attempt, then store time passes its retention
+        (every other lease lapses on the way) and expiry runs: the cancelled result, still
+        undelivered, reaches the parent with no output and the expiry summary as error."""
+        tracked = self.pick(self.by_state("active"), index)
+        self._started(tracked)
+        aid = tracked.attempt_id
+        self.sup.cancel_sync(aid, None, None)
+        tracked.cancel_reason = tracked.cancel_reason or "cancelled by the parent"
+        reason = tracked.cancel_reason
+        tracked.expect = ("cancelled", None, f"Background subagent was cancelled: {reason}")
+        self.settle_end(tracked)
+        self.expired_cancels += 1
         self.clock.advance(LIMITS.retention + 1)
+        self.drift = 0.0
+        for attempt_id in self.by_state("active"):
+            if self.ended(attempt_id) != "lost":
+                raise self.violation(f"{attempt_id} did not end lost after its lease lapsed")
+            self.tracked[attempt_id].state = "lost"
         self.store.expire_retention(NS)
-        for attempt_id in waiting:  # what they carried is gone: only the status is known
-            expect = self.tracked[attempt_id].expect
-            assert expect is not None
-            self.tracked[attempt_id].expect = (expect[0], None, None)
-        result = self.sup.wait_sync(cancelled[0], timeout_seconds=0)
-        if result.delivery_status != "delivered":
-            return  # owned elsewhere: nothing to judge
+        for other in self.tracked.values():  # what they carried is gone: only the status
+            if other.expect is not None:
+                other.expect = (other.expect[0], None, None)
+        result = self.sup.wait_sync(aid, timeout_seconds=0)
+        if result.delivery_status != "delivered" or result.owned_elsewhere:
+            raise self.violation(f"the expired cancelled result {aid} was not delivered")
         if result.result is not None or not result.error:
             raise self.violation(
-                f"expired cancelled result {cancelled[0]} delivered output {result.result!r}, "
+                f"expired cancelled result {aid} delivered output {result.result!r}, "
                 f"error {result.error!r}"
             )
         self.note_delivery(
             Delivery(
-                attempt_id=cancelled[0],
+                attempt_id=aid,
                 channel="wait",
                 status=result.status,
                 output=result.result,
