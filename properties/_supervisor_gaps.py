@@ -28,7 +28,6 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, precondition, rule
@@ -62,7 +61,6 @@ SIZES = {
     "artifact limit": LIMITS.max_artifact_bytes,
     "artifact limit + 1": LIMITS.max_artifact_bytes + 1,
 }
-SIZE_TURNS = itertools.count()
 ORDER = ("inline limit", "artifact limit", "inline limit + 1", "artifact limit + 1")
 CATEGORIES: dict[str, set[str | None]] = {
     "completed": {None},
@@ -175,11 +173,8 @@ class SupervisorGapsMachine(SupervisorMachine):
             )
 
     @precondition(lambda self: not self.closed and self.by_state("active") and self.big_outputs < 2)
-    @rule(index=st.integers(0, 7))
-    def child_completes_at_a_size_limit(self, index: int) -> None:
-        # The sizes in turn over the whole run (the rule fires about once an example, and a
-        # drawn size would leave some unexplored: which rules run depends on the threads).
-        size = ORDER[next(SIZE_TURNS) % len(ORDER)]
+    @rule(index=st.integers(0, 7), size=st.sampled_from(ORDER))
+    def child_completes_at_a_size_limit(self, index: int, size: str) -> None:
         tracked = self.pick(self.by_state("active"), index)
         child = self._started(tracked)
         n = SIZES[size]
