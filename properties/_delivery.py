@@ -545,12 +545,25 @@ class DeliveryMachine(ContractMachine):
             self.move_run(self.sid, run_id, "running")
         self.move_run(self.sid, run_id, how)
 
+    def _offered(self) -> list[str]:
+        """Results an explicit run would take now (undelivered, retention not expired)."""
+        now = self.clock.now()
+        return [
+            a
+            for a in self._undelivered()
+            if (self.model.attempts[a].retention_expires_at or now + 1) > now
+            and self.model.attempts[a].retention_status != "expired"
+        ]
+
     @precondition(lambda self: self.model.live_run(self.sid) is None)
-    @rule(how=DEATHS, twice=st.booleans())
-    def explicit_run_consumes_pending(self, how: str, twice: bool) -> None:
+    @rule(how=DEATHS, twice=st.booleans(), fresh=st.booleans())
+    def explicit_run_consumes_pending(self, how: str, twice: bool, fresh: bool) -> None:
         """An explicit run (``run.start``) takes every waiting result of its session,
         suppressed ones included; then it completes, fails, is cancelled or dies with
-        its host. Only completion consumes; otherwise the results are offered again."""
+        its host. Only completion consumes; otherwise the results are offered again.
+        With ``fresh`` (or when nothing waits) a background result completes first."""
+        if fresh or not self._offered():
+            self.new_result("completed", False, 600.0)
         run_id = self.admit_plain_run(self.sid, "explicit")
         if run_id is None:
             return
@@ -561,12 +574,15 @@ class DeliveryMachine(ContractMachine):
             self.claim_pending_for(run_id)  # idempotent: the same set again
         self.end_consumer(run_id, how)
 
-    @precondition(lambda self: bool(self._undelivered()))
     @rule(data=st.data(), how=DEATHS, then=st.sampled_from(["explicit", "automatic", "nothing"]))
     def consumer_dies_holding_the_claim(self, data: st.DataObject, how: str, then: str) -> None:
-        """A parent turn claims a result for its run, which then ends (completes, fails, is
-        cancelled, or dies with its host); then an explicit run or an automatic
-        continuation comes for what is left."""
+        """A parent turn claims a result for its run (one that completes now, when none
+        is waiting), which then ends (completes, fails, is cancelled, or dies with its
+        host); then an explicit run or an automatic continuation comes for what is left."""
+        if not self._offered():
+            self.new_result("completed", False, 600.0)
+        if not self._undelivered():
+            return
         aid = data.draw(st.sampled_from(self._undelivered()), label="attempt")
         if self.model.live_run(self.sid) is not None:
             return
@@ -577,7 +593,7 @@ class DeliveryMachine(ContractMachine):
         self.claim(aid, 0, 10.0, False)
         self.end_consumer(run_id, how)
         if then == "explicit" and self.model.live_run(self.sid) is None:
-            self.explicit_run_consumes_pending("completed", False)
+            self.explicit_run_consumes_pending("completed", False, False)
         elif then == "automatic":
             self.acquire_continuation(aid, "exact", False)
 

@@ -23,6 +23,8 @@ receipts      session_id, idempotency key                      RunAdmissionRecei
 attempts      attempt_id                                       AttemptRecord
 index         ``G`` namespace, session_id, agent_id            attempt_id (non-terminal)
 index         ``C`` namespace, session_id, attempt_id          claim deadline
+index         ``L`` session_id, run_id, attempt_id             ``b""`` (claimed for
+                                                               consumer run run_id)
 index         ``T`` namespace, session_id, ``R`` deadline,     ``P`` (undelivered) or
               attempt_id                                       ``b""`` (delivered)
 index         ``T`` namespace, session_id, ``P`` attempt_id    ``b""`` (undelivered,
@@ -48,8 +50,14 @@ accepted (large values, a deep tree), the index tree only with live and
 retained entries (small values), so an index change copies a short path
 instead of a branch of the deep tree. A terminal result has *one* index entry
 while its retention runs, its ``R`` entry, flagged while undelivered: accept
-adds ``G``; terminal drops ``G`` and adds ``R``; claim adds ``C``; acknowledge
-drops ``C`` and flips the ``R`` flag. The ``G`` and ``C`` entries live in two
+adds ``G``; terminal drops ``G`` and adds ``R``; claim adds ``C`` (and ``L`` when
+the claim names a consumer run); acknowledge drops them and flips the ``R``
+flag. The ``L`` entries let a run's terminal commit settle exactly its own
+claims (acknowledge on ``completed``, release with suppression on ``failed``
+or ``cancelled``) without reading any other result. A store written before
+``L`` existed has run-linked claims without it: reconcile still settles them
+at their deadline, and ``storage.admin`` check/repair reports and adds the
+missing entries. The ``G`` and ``C`` entries live in two
 namespace-wide ranges of their own, apart from the per-session ``T`` entries
 (``R`` and ``P``), so the range of live attempts and the range of claims hold
 only active work however much history the namespace retains; inside each

@@ -14,6 +14,7 @@ SYMPTOM = {
     "replay": "commit_terminal(forged",
     "delivery": "acquire_continuation",
     "retention": "expected QuotaExceeded (aggregate",
+    "consumers": "automatic_continuation_suppressed_by_run_id",
 }
 
 

@@ -34,6 +34,7 @@ from builders import (
 )
 
 import storage
+import storage.admin
 from statemachines import DeliveryStatus, ExecutionStatus, RunStatus, SessionStatus
 from storage import (
     AlreadyExists,
@@ -972,3 +973,52 @@ def test_reconcile_never_reads_delivered_history(
     store.accept_attempt(acceptance(clock))
     clock.advance(31)
     assert [r.attempt_id for r in store.reconcile(NS)] == ["subattempt_1"]
+
+
+# -- stores written before consumer-linked claims were indexed ---------------------------------
+
+
+def test_a_run_linked_claim_without_its_link_entry_is_settled_at_its_deadline(
+    store: MemorySessionStore, clock: ManualClock
+) -> None:
+    # A store written before the ``L`` index: the run's completion cannot find the
+    # claim, the reconciler acknowledges it at its deadline, and check/repair adds it.
+    aid = _terminal_record(store, clock).attempt_id
+    _consumer(store, clock, "consumer")
+    store.claim_delivery(aid, _claim("c1", clock, "consumer"))
+    link = codec.link_key(SESSION, "consumer", aid)
+    store.backend.write(lambda txn: txn.delete("index", link))
+    report = storage.admin.check(store)
+    assert [(f.key, f.problem) for f in report.findings] == [(link, "missing index entry")]
+    assert storage.admin.check(store, repair=True).ok
+    store.backend.write(lambda txn: txn.delete("index", link))
+    store.transition_run(SESSION, "consumer", RunStatus.COMPLETED, admission_id="adm-consumer")
+    assert store.load_attempt(aid).delivery_status == "claimed"
+    clock.advance(CLAIM_TTL)
+    (settled,) = store.reconcile(NS)
+    assert settled.delivery_status == "delivered"
+    assert settled.delivered_to_run_id == "consumer"
+    assert storage.admin.check(store).ok
+
+
+def test_an_exact_continuation_retry_replays_a_receipt_written_before_issue_15(
+    store: MemorySessionStore, clock: ManualClock
+) -> None:
+    # Older receipts hold the delivered record (claim cleared, delivered_claim_id set).
+    record = _terminal_record(store, clock)
+    request = continuation(record, clock)
+    receipt = store.acquire_continuation(request)
+    old = replace(
+        receipt,
+        record=replace(
+            receipt.record,
+            delivery_status=DeliveryStatus.DELIVERED,
+            delivery_claim=None,
+            delivered_claim_id=request.claim_id,
+        ),
+    )
+    key = codec.key(record.attempt_id)
+    store.backend.write(
+        lambda txn: txn.put("continuations", key, codec.CONTINUATION_RECEIPT.encode(old))
+    )
+    assert store.acquire_continuation(request) == replace(old, idempotent_replay=True)
