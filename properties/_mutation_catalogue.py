@@ -331,10 +331,12 @@ _DELIVERY = (
         "K31-claim-deadline-not-future",
         "            if claim.deadline <= now:\n"
         '                raise Conflict("claim deadline is not in the future", '
-        "attempt_id=attempt_id)\n            released = False",
+        "attempt_id=attempt_id)\n"
+        "            self._require_live_consumer(txn, record, claim, now)",
         "            if claim.deadline < now:\n"
         '                raise Conflict("claim deadline is not in the future", '
-        "attempt_id=attempt_id)\n            released = False",
+        "attempt_id=attempt_id)\n"
+        "            self._require_live_consumer(txn, record, claim, now)",
         "a claim may be taken with a deadline of exactly now",
         "delivery",
     ),
@@ -362,21 +364,21 @@ _DELIVERY = (
     ),
     _k(
         "K35-release-keeps-claim-index",
-        "        txn.delete(\n            _IX,\n"
-        "            codec.claim_key(record.namespace_id, record.parent_session_id, "
-        "record.attempt_id),\n        )\n",
-        "",
+        "        if record.delivery_claim is not None:\n"
+        "            self._drop_claim_entries(txn, record, record.delivery_claim)\n"
+        "        self._put_attempt(txn, new)\n        return new\n\n"
+        "    def _settle_linked(",
+        "        self._put_attempt(txn, new)\n        return new\n\n"
+        "    def _settle_linked(",
         "releasing a claim leaves its claim index entry (missing index delete)",
         "delivery",
     ),
     _k(
         "K36-deliver-keeps-claim-index",
-        "        if record.delivery_claim is not None:\n"
-        "            txn.delete(_IX, codec.claim_key(ns, record.parent_session_id, "
-        "record.attempt_id))",
-        "        if record.delivery_claim is None:\n"
-        "            txn.delete(_IX, codec.claim_key(ns, record.parent_session_id, "
-        "record.attempt_id))",
+        "        if claim is not None:\n"
+        "            self._drop_claim_entries(txn, record, claim)",
+        "        if claim is None:\n"
+        "            self._drop_claim_entries(txn, record, claim)",
         "acknowledging leaves the claim index entry (inverted condition)",
         "delivery",
     ),
@@ -419,12 +421,12 @@ _DELIVERY = (
         '                    "another consumer holds the claim",\n'
         "                    attempt_id=attempt_id,\n"
         "                    claim_id=claim.claim_id,\n                )\n"
-        "            return self._deliver(",
+        "            if claim.continuation_run_id is not None:",
         "            if not claim.claim_id:\n                raise DeliveryClaimed(\n"
         '                    "another consumer holds the claim",\n'
         "                    attempt_id=attempt_id,\n"
         "                    claim_id=claim.claim_id,\n                )\n"
-        "            return self._deliver(",
+        "            if claim.continuation_run_id is not None:",
         "acknowledge_delivery accepts any claim id (skipped claim check)",
         "delivery",
     ),
@@ -563,14 +565,14 @@ DELIVERY_MUTANTS: tuple[Mutant, ...] = (
     _d(
         "D03-delivery-without-delta",
         "            result = self.build(record, with_delta=True)\n"
-        "            if continuation_run_id is not None:",
+        "            if consumer_run_id is not None:",
         "            result = self.build(record, with_delta=False)\n"
-        "            if continuation_run_id is not None:",
+        "            if consumer_run_id is not None:",
         "wait/turn deliveries drop the child's context delta and usage",
     ),
     _d(
         "D04-claim-deadline-now",
-        "            deadline=self.store.clock.now() + self.limits.claim_deadline,",
+        "            deadline=self.store.clock.now() + seconds,",
         "            deadline=self.store.clock.now(),",
         "delivery claims are taken with a deadline of now (forgot the claim window)",
     ),
@@ -622,7 +624,7 @@ DELIVERY_MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "D11-continuation-claim-deadline-now",
         DELIVERY,
-        "            claim_deadline=now + CONTINUATION_CLAIM_SECONDS,",
+        "            claim_deadline=now + RUN_CLAIM_SECONDS,",
         "            claim_deadline=now,",
         "continuation admissions are requested with a claim deadline of now",
         ("delivery-gaps",),
@@ -630,8 +632,8 @@ DELIVERY_MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "D12-continuation-input-ignores-retention",
         DELIVERY,
-        "        parts = continuation_input(visible, content)",
-        "        parts = continuation_input(record, content)",
+        "        return continuation_input(visible, content)",
+        "        return continuation_input(record, content)",
         "a continuation built past the retention deadline carries the content, not the summary",
         ("delivery-gaps",),
     ),
