@@ -39,7 +39,7 @@ async def test_a_named_tool_is_forced_until_the_conversation_holds_its_result(
     first, second = server.bodies()
     assert first["tool_choice"] == FORCED
     assert "tool_choice" not in second
-    assert result.output == CHAT.reply("after_tool").body["choices"][0]["message"]["content"]  # type: ignore[index]
+    assert result.output == CHAT.reply("after_tool").body["choices"][0]["message"]["content"]
 
 
 async def test_without_reset_the_choice_goes_with_every_request(
