@@ -103,6 +103,28 @@ def chat_tool_choice(
     return {"type": "function", "function": {"name": choice}}
 
 
+def required_arguments_only(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``tools`` with each schema cut to its required top-level properties.
+
+    Every call the cut schema admits is still a valid call (the optional
+    arguments are optional), and a server that builds a grammar from the
+    schema (llama.cpp's, for a forced ``tool_choice``) no longer lets a small
+    model fill optional fields it does not understand.
+    """
+    cut: list[dict[str, Any]] = []
+    for tool in tools:
+        function = dict(tool["function"])
+        schema = dict(function.get("parameters") or {})
+        properties = schema.get("properties")
+        if isinstance(properties, dict):
+            required = [name for name in schema.get("required", []) if name in properties]
+            schema["properties"] = {name: properties[name] for name in required}
+            schema["additionalProperties"] = False
+            function["parameters"] = schema
+        cut.append({**tool, "function": function})
+    return cut
+
+
 def _finish(refusal: str, finish_reason: str | None, *, streamed: bool) -> tuple[Finish, str]:
     if refusal:
         return Finish.REFUSED, refusal
@@ -145,6 +167,8 @@ class OpenAIChatModel(_OpenAIModel):
     grammar built from the tool's schema). It is sent only with tools, and
     with ``reset_tool_choice`` (the default) only until the conversation
     holds a tool result, so the model can answer after its forced call.
+    ``tool_arguments="required"`` advertises only each tool's required
+    arguments (:func:`required_arguments_only`), for the same servers.
     """
 
     provider: ClassVar[str] = "openai-chat"
@@ -158,6 +182,7 @@ class OpenAIChatModel(_OpenAIModel):
         max_tokens_param: str = "max_tokens",
         tool_choice: str | None = None,
         reset_tool_choice: bool = True,
+        tool_arguments: str = "all",
         **options: Any,
     ) -> None:
         super().__init__(model_name, **options)
@@ -178,17 +203,25 @@ class OpenAIChatModel(_OpenAIModel):
                 f"reset_tool_choice must be true or false, got {reset_tool_choice!r}",
                 provider=self.provider,
             )
+        if tool_arguments not in ("all", "required"):
+            raise AgentConfigError(
+                f"tool_arguments must be 'all' or 'required', got {tool_arguments!r}",
+                provider=self.provider,
+            )
         self.stream_usage = stream_usage
         self.max_tokens_param = max_tokens_param
         self.tool_choice = tool_choice
         self.reset_tool_choice = reset_tool_choice
+        self.tool_arguments = tool_arguments
 
     def _body(self, messages: Messages, params: Params) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model_name, "messages": chat_messages(messages)}
         tools = chat_tools(params)
         sampling = self._sampling({"max_tokens": self.max_tokens_param})
         if tools:
-            body["tools"] = tools
+            body["tools"] = (
+                required_arguments_only(tools) if self.tool_arguments == "required" else tools
+            )
             choice = chat_tool_choice(
                 self.tool_choice, tools, reset=self.reset_tool_choice, messages=messages
             )

@@ -61,6 +61,7 @@ def test_the_example_profiles_point_at_loopback_and_force_delegate_only_in_the_c
     assert {m.base_url for m in models.values()} == {"http://127.0.0.1:8080/v1"}
     assert models["coordinator"].tool_choice == "delegate"
     assert models["coordinator"].reset_tool_choice is True
+    assert models["coordinator"].tool_arguments == "required"
     assert models["assistant"].tool_choice is None
     assert config.profiles["coordinator"].subagents == ["helper"]
 

@@ -93,3 +93,36 @@ def test_a_bad_value_is_a_config_error(setting: dict[str, Any], match: str) -> N
 def test_other_protocols_refuse_the_setting() -> None:
     with pytest.raises(AgentConfigError, match="tool_choice"):
         model_from_id("anthropic:claude", api_key="local", tool_choice="auto")
+
+
+def _optional_city() -> FunctionTool:
+    schema = {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "units": {"type": "string"}},
+        "required": ["city"],
+    }
+    return FunctionTool("get_weather", "Weather in a city.", schema, lambda ctx, args: "sunny")
+
+
+async def test_required_tool_arguments_advertise_only_the_required_properties(
+    server: FakeProviderServer,
+) -> None:
+    server.script(CHAT.reply("text"), CHAT.reply("text"))
+
+    cut = CHAT.model(server, tool_arguments="required")
+    await AgentBuilder(cut).tool(_optional_city()).build().run("hi")
+    await AgentBuilder(CHAT.model(server)).tool(_optional_city()).build().run("hi")
+
+    narrow, full = (body["tools"][0]["function"]["parameters"] for body in server.bodies())
+    assert narrow == {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+        "additionalProperties": False,
+    }
+    assert sorted(full["properties"]) == ["city", "units"]
+
+
+def test_tool_arguments_is_all_or_required() -> None:
+    with pytest.raises(AgentConfigError, match="tool_arguments"):
+        model_from_id("openai-chat:gemma", api_key="local", tool_arguments="some")
