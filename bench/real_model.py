@@ -489,6 +489,11 @@ def background(step: Step, config: Path, data_dir: Path, timeout: float) -> None
     for attempt in attempts if isinstance(attempts, list) else attempts.get("attempts", []):
         keep = ("attempt_id", "subagent_name", "phase", "execution_status", "delivery_status")
         step.note("  " + " ".join(f"{key}={attempt.get(key)}" for key in keep))
+    if isinstance(attempts, list) and len(attempts) > 1:
+        step.note(
+            f"note: {len(attempts)} attempts: the continuation ran with the coordinator "
+            "profile and its forced call delegated again"
+        )
     if end != "run.completed" or code != 0 or listing.returncode != 0 or not attempts:
         raise RuntimeError(f"continuation {continuation[:12]} ended {end}, host exit {code}")
 
