@@ -18,7 +18,14 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from typing import Any, ClassVar
 
-from .._agent._models import ModelResponse, ModelStreamEvent, RequestUsage
+from .._agent._models import (
+    ModelRequest,
+    ModelResponse,
+    ModelStreamEvent,
+    RequestUsage,
+    RetryPromptPart,
+    ToolReturnPart,
+)
 from .._errors import AgentConfigError
 from ._common import Messages, Params, ProviderModel, create_kwargs, open_stream
 from ._convert import Finish, RoleMessages, TurnBuilder, token_usage, tool_specs
@@ -26,6 +33,9 @@ from ._failures import StreamError, get
 
 #: ``finish_reason`` -> how the turn ended; an unknown reason (a server's own) is complete.
 _FINISH = {"length": Finish.TRUNCATED, "content_filter": Finish.FILTERED}
+
+#: The ``tool_choice`` modes sent as they are; any other value names a tool.
+_TOOL_CHOICE_MODES = frozenset({"auto", "none", "required"})
 
 
 class _ChatMessages(RoleMessages):
@@ -60,6 +70,59 @@ def chat_tools(params: Params) -> list[dict[str, Any]]:
 
 def chat_usage(usage: Any) -> RequestUsage:
     return token_usage(usage, "prompt_tokens", "completion_tokens", "prompt_tokens_details")
+
+
+def _used_tools(messages: Messages) -> bool:
+    """Whether the conversation already holds a tool result (or a tool retry prompt)."""
+    return any(
+        isinstance(part, (ToolReturnPart, RetryPromptPart))
+        for message in messages
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+    )
+
+
+def chat_tool_choice(
+    choice: str | None, tools: list[dict[str, Any]], *, reset: bool, messages: Messages
+) -> Any:
+    """The ``tool_choice`` to send, or ``None`` to send none.
+
+    A mode (``auto``, ``none``, ``required``) is sent as is; a tool name
+    becomes ``{"type": "function", "function": {"name": NAME}}`` on requests
+    that offer that tool, and nothing on the others. With ``reset`` the
+    choice is dropped once the conversation holds a tool result, so a forced
+    call cannot repeat forever (the same rule as the OpenAI Agents SDK's
+    ``reset_tool_choice``).
+    """
+    if choice is None or not tools or (reset and _used_tools(messages)):
+        return None
+    if choice in _TOOL_CHOICE_MODES:
+        return choice
+    if all(tool["function"]["name"] != choice for tool in tools):
+        return None
+    return {"type": "function", "function": {"name": choice}}
+
+
+def required_arguments_only(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``tools`` with each schema cut to its required top-level properties.
+
+    Every call the cut schema admits is still a valid call (the optional
+    arguments are optional), and a server that builds a grammar from the
+    schema (llama.cpp's, for a forced ``tool_choice``) no longer lets a small
+    model fill optional fields it does not understand.
+    """
+    cut: list[dict[str, Any]] = []
+    for tool in tools:
+        function = dict(tool["function"])
+        schema = dict(function.get("parameters") or {})
+        properties = schema.get("properties")
+        if isinstance(properties, dict):
+            required = [name for name in schema.get("required", []) if name in properties]
+            schema["properties"] = {name: properties[name] for name in required}
+            schema["additionalProperties"] = False
+            function["parameters"] = schema
+        cut.append({**tool, "function": function})
+    return cut
 
 
 def _finish(refusal: str, finish_reason: str | None, *, streamed: bool) -> tuple[Finish, str]:
@@ -97,6 +160,15 @@ class OpenAIChatModel(_OpenAIModel):
     and :class:`ProviderStreamIncomplete` when a stream ends without a
     ``finish_reason``. ``top_k`` is not part of this API (pass it in
     ``extra_body`` for servers that accept it).
+
+    ``tool_choice`` is ``"auto"``, ``"none"``, ``"required"`` or a tool's
+    name (that tool is forced on every request that offers it: what small
+    local models need, since llama.cpp's server turns a named choice into a
+    grammar built from the tool's schema). It is sent only with tools, and
+    with ``reset_tool_choice`` (the default) only until the conversation
+    holds a tool result, so the model can answer after its forced call.
+    ``tool_arguments="required"`` advertises only each tool's required
+    arguments (:func:`required_arguments_only`), for the same servers.
     """
 
     provider: ClassVar[str] = "openai-chat"
@@ -108,6 +180,9 @@ class OpenAIChatModel(_OpenAIModel):
         *,
         stream_usage: bool = True,
         max_tokens_param: str = "max_tokens",
+        tool_choice: str | None = None,
+        reset_tool_choice: bool = True,
+        tool_arguments: str = "all",
         **options: Any,
     ) -> None:
         super().__init__(model_name, **options)
@@ -117,15 +192,41 @@ class OpenAIChatModel(_OpenAIModel):
                 f"got {max_tokens_param!r}",
                 provider=self.provider,
             )
+        if tool_choice is not None and (not isinstance(tool_choice, str) or not tool_choice):
+            raise AgentConfigError(
+                "tool_choice must be 'auto', 'none', 'required' or a tool name, "
+                f"got {tool_choice!r}",
+                provider=self.provider,
+            )
+        if not isinstance(reset_tool_choice, bool):
+            raise AgentConfigError(
+                f"reset_tool_choice must be true or false, got {reset_tool_choice!r}",
+                provider=self.provider,
+            )
+        if tool_arguments not in ("all", "required"):
+            raise AgentConfigError(
+                f"tool_arguments must be 'all' or 'required', got {tool_arguments!r}",
+                provider=self.provider,
+            )
         self.stream_usage = stream_usage
         self.max_tokens_param = max_tokens_param
+        self.tool_choice = tool_choice
+        self.reset_tool_choice = reset_tool_choice
+        self.tool_arguments = tool_arguments
 
     def _body(self, messages: Messages, params: Params) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model_name, "messages": chat_messages(messages)}
         tools = chat_tools(params)
         sampling = self._sampling({"max_tokens": self.max_tokens_param})
         if tools:
-            body["tools"] = tools
+            body["tools"] = (
+                required_arguments_only(tools) if self.tool_arguments == "required" else tools
+            )
+            choice = chat_tool_choice(
+                self.tool_choice, tools, reset=self.reset_tool_choice, messages=messages
+            )
+            if choice is not None:
+                body["tool_choice"] = choice
         else:
             sampling.pop("parallel_tool_calls", None)
         body.update(sampling)
