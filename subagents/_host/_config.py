@@ -164,6 +164,10 @@ class ProfileConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     model_settings: dict[str, Any] = msgspec.field(default_factory=dict)
     description: str | None = None
     mcp_servers: list[str] = msgspec.field(default_factory=list)
+    continuation_profile: str | None = None
+    """The profile an automatic continuation of this profile's runs uses (default:
+    this one). A coordinator forced to delegate hands its results to a profile that
+    answers, so a continuation does not delegate again."""
 
     def instruction_list(self) -> list[str]:
         if isinstance(self.instructions, str):
@@ -482,6 +486,15 @@ def _check_subagents(config: HostConfig) -> None:
                 f"{key}.profile",
                 f"unknown profile {entry.profile!r} (profiles: {known})",
                 f"add [profiles.{entry.profile}] or name an existing profile",
+            )
+    for name, profile in config.profiles.items():
+        target = profile.continuation_profile
+        if target is not None and target not in config.profiles:
+            raise config_error(
+                src,
+                f"profiles.{name}.continuation_profile",
+                f"unknown profile {target!r}",
+                "name a profile defined under [profiles]",
             )
     if (
         config.host.default_profile not in config.profiles

@@ -550,8 +550,9 @@ class HostService:
     def _continuation_profile(self, session_id: str, parent_run_id: str) -> str | None:
         """The profile a continuation runs with, or ``None`` when it is suppressed.
 
-        The causal parent's profile; when the parent is not a durable run (the
-        attempt names the SDK's own run id), the session's. A cancelled parent
+        The causal parent's profile (or its ``continuation_profile``); when the
+        parent is not a durable run (the attempt names the SDK's own run id), the
+        session's. A cancelled parent
         or an inactive session suppresses automatic continuation, and so does a session an
         MCP client drives (``MCP_SESSION_KEY`` in its metadata: the client reads its results).
         """
@@ -564,14 +565,19 @@ class HostService:
         if parent is not None:
             if parent.status == RunStatus.CANCELLED:
                 return None
-            return parent.profile or self.config.host.default_profile
+            return self._continuing(parent.profile or self.config.host.default_profile)
         try:
             session = self.store.load_session(session_id)
         except StoreError:
             return None
         if session.status != SessionStatus.ACTIVE or MCP_SESSION_KEY in session.metadata:
             return None
-        return session.profile or self.config.host.default_profile
+        return self._continuing(session.profile or self.config.host.default_profile)
+
+    def _continuing(self, profile: str) -> str:
+        """The profile that continues ``profile``'s runs (its ``continuation_profile``)."""
+        entry = self.config.profiles.get(profile)
+        return entry.continuation_profile or profile if entry is not None else profile
 
     def _admit_continuations(self) -> None:
         try:
