@@ -618,19 +618,24 @@ class DeliveryMachine(ContractMachine):
     @precondition(lambda self: bool(self.consumers))
     @rule(
         index=st.integers(0, 7),
-        then=st.sampled_from(["reconcile", "start", "renew", "admit", "nothing"]),
+        then=st.sampled_from(
+            ["reconcile", "start", "renew", "admit", "complete", "reconcile_complete", "nothing"]
+        ),
     )
     def consumer_lease_runs_out(self, index: int, then: str) -> None:
         """Store time reaches a consumer's admission lease expiry exactly (the boundary);
-        at that instant the reconciler runs, the run tries to start or renew, or another
-        run is admitted."""
+        at that instant the reconciler runs, the run tries to start, renew or complete
+        (a frozen host coming back, maybe after the reconciler released its claims to
+        a replacement consumer), or another run is admitted."""
         run_id = self._run(index)
         assert run_id is not None
         expiry = self.model.runs[(self.sid, run_id)].lease_expires_at
         if expiry is not None and expiry > self.clock.now():
             self.clock.advance(expiry - self.clock.now())
-        if then == "reconcile":
+        if then in ("reconcile", "reconcile_complete"):
             self.reconcile(NS)
+        if then in ("complete", "reconcile_complete"):
+            self.move_run(self.sid, run_id, "completed")
         elif then == "start":
             self.move_run(self.sid, run_id, "running")
         elif then == "renew":

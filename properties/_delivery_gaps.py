@@ -126,8 +126,18 @@ class DeliveryGapsMachine(IndexAudit, DeliveryMachine):
             if store.ambiguous is None:
                 raise
             return
-        if receipt.record.delivery_status != "delivered":
-            raise self.violation(f"admit_continuation({aid}) left the result undelivered")
+        # Delivered means consumed (issue 15): the admitted run holds the result's
+        # claim; its completion acknowledges it, its failure or death releases it.
+        claim = receipt.record.delivery_claim
+        if (
+            receipt.record.delivery_status != "claimed"
+            or claim is None
+            or claim.continuation_run_id != receipt.run.run_id
+        ):
+            raise self.violation(
+                f"admit_continuation({aid}) left the result "
+                f"{receipt.record.delivery_status}, not claimed for run {receipt.run.run_id}"
+            )
         assert isinstance(store, _Judged)
         self.requests[aid] = store.sent[-1]
         self.consumers.append(receipt.run.run_id)

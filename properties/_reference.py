@@ -466,8 +466,12 @@ class Reference:
             return ok("same status is a no-op")
         if not RUN.allows(run.status, status):
             reasons.append((IllegalTransition, f"run {run.status} -> {status}"))
+        # A run whose admission lease lapsed may be failed or cancelled (the
+        # reconciler records a dead host's run) but neither resumed nor completed:
+        # its claims may already be released to a replacement consumer, so its
+        # completion would feed the same result to two runs.
         if (
-            status == "running"
+            status in ("running", "completed")
             and run.lease_expires_at is not None
             and run.lease_expires_at <= self.now()
         ):
