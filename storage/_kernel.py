@@ -840,7 +840,14 @@ class KernelStore(SessionStore):
                 output_preview is None or output_preview == run.output_preview
             ):
                 return run
-            if status == RunStatus.RUNNING and lease is not None and lease.lease_expires_at <= now:
+            # A run whose lease lapsed may still be failed or cancelled (a dead host's
+            # run, by the reconciler), never resumed or completed: its claims may have
+            # been released to a replacement consumer already.
+            if (
+                status in (RunStatus.RUNNING, RunStatus.COMPLETED)
+                and lease is not None
+                and lease.lease_expires_at <= now
+            ):
                 raise StaleFence(
                     "admission lease expired",
                     session_id=session_id,

@@ -33,6 +33,7 @@ from storage import (
     ManualClock,
     NotFound,
     SessionStore,
+    StaleFence,
 )
 
 CONSUMER = "consumer-run"
@@ -245,6 +246,38 @@ def test_a_lease_lost_continuation_is_released_and_may_be_replaced(
     assert delivered.delivered_to_run_id == run_id == receipt.run.run_id
     runs = [r.run_id for r in store.list_runs(SESSION) if r.trigger_type == "async_subagent_result"]
     assert runs == [first.run.run_id, run_id]
+
+
+def test_a_continuation_whose_lease_lapsed_cannot_complete_after_its_replacement(
+    store: SessionStore, clock: ManualClock
+) -> None:
+    """A frozen host comes back after the reconciler released its run's claim and a
+    replacement continuation took the result: its late completion is refused
+    (StaleFence), so one run consumed the result, not two. Failing it stays allowed."""
+    setup_session(store, clock)
+    record = _result(store, clock)
+    first = continuation(record, clock)
+    store.acquire_continuation(first)
+    _end(store, first.run.run_id, RunStatus.RUNNING)
+    clock.advance(RUN_TTL)
+    (released,) = store.reconcile(NS)
+    second = continuation(
+        released,
+        clock,
+        run_id="continuation-run-2",
+        claim_id="continuation-claim-2",
+        restore_from_run_id=first.run.run_id,
+    )
+    store.acquire_continuation(second)
+    with pytest.raises(StaleFence):
+        _end(store, first.run.run_id, RunStatus.COMPLETED)
+    _end(store, second.run.run_id, RunStatus.RUNNING)
+    _end(store, second.run.run_id, RunStatus.COMPLETED)
+    _end(store, first.run.run_id, RunStatus.FAILED)
+    delivered = store.load_attempt(record.attempt_id)
+    assert delivered.delivery_status == DeliveryStatus.DELIVERED
+    assert delivered.delivered_to_run_id == second.run.run_id
+    assert store.load_run(SESSION, first.run.run_id).status == RunStatus.FAILED
 
 
 @pytest.mark.parametrize("status", [RunStatus.FAILED, RunStatus.CANCELLED])
