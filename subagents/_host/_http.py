@@ -330,25 +330,49 @@ async def serve_http(
     try:
         host, actual = sock.getsockname()[:2]
         server, _guard = _server(app, service)
-        loop = asyncio.get_running_loop()
-        serving = loop.create_task(server.serve(sockets=[sock]))
-        deadline = loop.time() + 10.0
-        while not server.started and not serving.done() and loop.time() < deadline:
-            await asyncio.sleep(0.01)  # readiness probe with a deadline
-        if serving.done():
-            await serving
-            return
-        if ready is not None:
-            ready(f"http://{f'[{host}]' if ':' in host else host}:{actual}")
-        stop = loop.create_task(service.shutdown_requested.wait())
-        await asyncio.wait({serving, stop}, return_when=asyncio.FIRST_COMPLETED)
-        app.state.close_streams()
-        server.should_exit = True
-        with contextlib.suppress(asyncio.CancelledError):
-            await serving
-        stop.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await stop
+        url = f"http://{f'[{host}]' if ':' in host else host}:{actual}"
+        await serve_until_shutdown(
+            server, sock, service, url, ready, before_exit=app.state.close_streams
+        )
     finally:
         sock.close()
         await service.close()
+
+
+async def serve_until_shutdown(
+    server: uvicorn.Server,
+    sock: socket.socket,
+    service: HostService,
+    url: str,
+    ready: Callable[[str], None] | None,
+    *,
+    before_exit: Callable[[], None] | None = None,
+) -> None:
+    """Run ``server`` on ``sock`` until the service asks for shutdown.
+
+    Once it listens (a readiness probe with a 10 s deadline), ``ready(url)`` is
+    called on the event loop's thread; a server that ends before that returns at
+    once (its error raised). At shutdown ``before_exit`` runs first (it must not
+    raise), then the server is told to exit and awaited. Closing the socket and
+    the service is the caller's.
+    """
+    loop = asyncio.get_running_loop()
+    serving = loop.create_task(server.serve(sockets=[sock]))
+    deadline = loop.time() + 10.0
+    while not server.started and not serving.done() and loop.time() < deadline:
+        await asyncio.sleep(0.01)  # readiness probe with a deadline
+    if serving.done():
+        await serving
+        return
+    if ready is not None:
+        ready(url)
+    stop = loop.create_task(service.shutdown_requested.wait())
+    await asyncio.wait({serving, stop}, return_when=asyncio.FIRST_COMPLETED)
+    if before_exit is not None:
+        before_exit()
+    server.should_exit = True
+    with contextlib.suppress(asyncio.CancelledError):
+        await serving
+    stop.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await stop

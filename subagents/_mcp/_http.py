@@ -19,9 +19,7 @@ else by ``--session``, else created on first use.
 
 from __future__ import annotations
 
-import asyncio
 import collections
-import contextlib
 import hmac
 import json
 from collections.abc import Callable
@@ -33,7 +31,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .._host import HostService
 from .._host._config import is_loopback, resolve_bind
-from .._host._http import _listen, _server
+from .._host._http import _listen, _server, serve_until_shutdown
 from .._host._jsonrpc import ErrorCode, too_large
 from ._bridge import McpBridge
 from ._server import build_server
@@ -182,22 +180,8 @@ async def serve_mcp_http(
         )
         server, _guard = _server(guarded, service)  # type: ignore[arg-type]
         async with mcp_server.session_manager.run():
-            loop = asyncio.get_running_loop()
-            serving = loop.create_task(server.serve(sockets=[sock]))
-            deadline = loop.time() + 10.0
-            while not server.started and not serving.done() and loop.time() < deadline:
-                await asyncio.sleep(0.01)  # readiness probe with a deadline
-            if serving.done():
-                await serving
-                return
-            if ready is not None:
-                ready(f"http://{shown}:{actual}{MCP_PATH}")
-            stop = loop.create_task(service.shutdown_requested.wait())
-            await asyncio.wait({serving, stop}, return_when=asyncio.FIRST_COMPLETED)
-            server.should_exit = True
-            with contextlib.suppress(asyncio.CancelledError):
-                await serving
-            stop.cancel()
+            url = f"http://{shown}:{actual}{MCP_PATH}"
+            await serve_until_shutdown(server, sock, service, url, ready)
     finally:
         sock.close()
         await service.close()
