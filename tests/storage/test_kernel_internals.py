@@ -1001,6 +1001,24 @@ def test_a_run_linked_claim_without_its_link_entry_is_settled_at_its_deadline(
     assert storage.admin.check(store).ok
 
 
+@pytest.mark.parametrize("status", [RunStatus.FAILED, RunStatus.CANCELLED])
+def test_a_link_less_claim_of_a_failed_consumer_is_released_with_suppression(
+    store: MemorySessionStore, clock: ManualClock, status: RunStatus
+) -> None:
+    # The same older store, its consumer failed or cancelled: the reconciler releases
+    # the claim at its deadline and records the suppression, as the run's own
+    # terminal commit does where the L entry exists (the mutation run's K33).
+    aid = _terminal_record(store, clock).attempt_id
+    _consumer(store, clock, "consumer")
+    store.claim_delivery(aid, _claim("c1", clock, "consumer"))
+    store.backend.write(lambda txn: txn.delete("index", codec.link_key(SESSION, "consumer", aid)))
+    store.transition_run(SESSION, "consumer", status, admission_id="adm-consumer")
+    clock.advance(CLAIM_TTL)
+    (settled,) = store.reconcile(NS)
+    assert settled.delivery_status == "undelivered"
+    assert settled.automatic_continuation_suppressed_by_run_id == "consumer"
+
+
 def test_an_exact_continuation_retry_replays_a_receipt_written_before_issue_15(
     store: MemorySessionStore, clock: ManualClock
 ) -> None:
