@@ -619,14 +619,24 @@ class DeliveryMachine(ContractMachine):
     @rule(
         index=st.integers(0, 7),
         then=st.sampled_from(
-            ["reconcile", "start", "renew", "admit", "complete", "reconcile_complete", "nothing"]
+            [
+                "reconcile",
+                "start",
+                "renew",
+                "admit",
+                "complete",
+                "reconcile_complete",
+                "fail",
+                "nothing",
+            ]
         ),
     )
     def consumer_lease_runs_out(self, index: int, then: str) -> None:
         """Store time reaches a consumer's admission lease expiry exactly (the boundary);
         at that instant the reconciler runs, the run tries to start, renew or complete
         (a frozen host coming back, maybe after the reconciler released its claims to
-        a replacement consumer), or another run is admitted."""
+        a replacement consumer), it is failed as a dead host's run (its claims go back
+        unsuppressed), or another run is admitted."""
         run_id = self._run(index)
         assert run_id is not None
         expiry = self.model.runs[(self.sid, run_id)].lease_expires_at
@@ -636,6 +646,8 @@ class DeliveryMachine(ContractMachine):
             self.reconcile(NS)
         if then in ("complete", "reconcile_complete"):
             self.move_run(self.sid, run_id, "completed")
+        elif then == "fail":  # the reconciler records the dead host's run
+            self.move_run(self.sid, run_id, "failed")
         elif then == "start":
             self.move_run(self.sid, run_id, "running")
         elif then == "renew":

@@ -480,15 +480,24 @@ class Reference:
             return err(reasons)
 
         linked = self.linked_claims(session_id, run_id)
+        # A run failed or cancelled after its lease lapsed is a consumer lost with its
+        # host (the reconciler records it): its claims go back unsuppressed.
+        lost = run.lease_expires_at is not None and run.lease_expires_at <= self.now()
         if status in ("completed", "failed", "cancelled") and linked:
-            verb = "acknowledging" if status == "completed" else "releasing (suppressed)"
+            verb = (
+                "acknowledging"
+                if status == "completed"
+                else "releasing (lease lost)"
+                if lost
+                else "releasing (suppressed)"
+            )
             why = f"run -> {status}, {verb} {len(linked)} linked claim(s)"
         else:
             why = f"run -> {status}"
 
         def apply() -> None:
             run.status = status
-            self.settle_linked(session_id, run_id, status)
+            self.settle_linked(session_id, run_id, status, lost=lost)
 
         return ok(why, apply)
 
@@ -503,9 +512,12 @@ class Reference:
             and a.delivery_claim.continuation_run_id == run_id
         )
 
-    def settle_linked(self, session_id: str, run_id: str, status: str) -> None:
+    def settle_linked(
+        self, session_id: str, run_id: str, status: str, *, lost: bool = False
+    ) -> None:
         """The run's terminal commit settles its claims: completed acknowledges them,
-        failed or cancelled releases them with suppression."""
+        failed or cancelled releases them with suppression (without, when the run's
+        lease had lapsed: its host died)."""
         linked = self.linked_claims(session_id, run_id)
         if status == "completed":
             for aid in linked:
@@ -514,7 +526,7 @@ class Reference:
                 self._deliver(aid, claim.claim_id, run_id)
         elif status in ("failed", "cancelled"):
             for aid in linked:
-                self._release(aid, run_id)
+                self._release(aid, None if lost else run_id)
             if linked:
                 self.consumer_deaths[status] = self.consumer_deaths.get(status, 0) + 1
 
