@@ -584,7 +584,10 @@ class KernelStore(SessionStore):
     def _settle_linked(self, txn: Txn, run: RunRecord, now: float) -> None:
         """A consumer run's terminal commit settles the claims linked to it, in the same
         transaction: ``completed`` acknowledges them, ``failed`` or ``cancelled``
-        releases them with suppression."""
+        releases them with suppression, or without when the run's admission lease had
+        lapsed (a dead host's run, recorded by a reconciler: a lost consumer)."""
+        lease = run.admission_lease
+        lost = lease is not None and lease.lease_expires_at <= now
         prefix = codec.link_prefix(run.session_id, run.run_id)
         cut = len(prefix)
         ids = [k[cut:].decode("utf-8") for k, _ in txn.scan(_IX, prefix)]
@@ -604,7 +607,7 @@ class KernelStore(SessionStore):
             if run.status == RunStatus.COMPLETED:
                 self._deliver(txn, record, claim.claim_id, now)
             else:
-                self._release(txn, record, now, run.run_id)
+                self._release(txn, record, now, None if lost else run.run_id)
 
     def _settle_expired_claim(
         self, txn: Txn, record: AttemptRecord, now: float

@@ -512,22 +512,19 @@ class HostService:
     def _reconcile_runs(self) -> None:
         """Runs left admitted/running by a dead host (admission lease expired) become failed.
 
-        Not before the lease has been expired for twice a run-linked claim's
-        deadline: by then the store's reconcile released the results such a run
-        had taken, as a lost consumer's (unsuppressed), so automatic continuation
-        can consume them; failing the run first would suppress it.
+        The store releases the results such a run had taken as a lost consumer's
+        (unsuppressed: its lease had lapsed), so automatic continuation consumes them.
         """
         now = self.clock.now()
-        grace = 2 * Deliverer.RUN_CLAIM_SECONDS
         for run in self._candidate_runs():
             key = (run.session_id, run.run_id)
             if run.status in _TERMINAL_RUN or key in self._runs:
                 self._watched.discard(key)
                 continue
             lease = run.admission_lease
-            if lease is not None and lease.lease_expires_at + grace > now:
+            if lease is not None and lease.lease_expires_at > now:
                 self._watched.add(key)
-                continue  # a live host (maybe another one) owns it, or it just lapsed
+                continue  # a live host (maybe another one) owns it
             self._watched.discard(key)
             try:
                 self.store.transition_run(

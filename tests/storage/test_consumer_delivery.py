@@ -125,6 +125,28 @@ def test_a_consumer_that_dies_with_its_host_is_released_without_suppression(
     )
 
 
+def test_a_dead_hosts_run_failed_by_the_reconciler_releases_without_suppression(
+    store: SessionStore, clock: ManualClock
+) -> None:
+    """A run failed after its lease lapsed is a consumer lost with its host, whoever
+    records it first (the run's terminal commit or the store's reconcile): its claims go
+    back unsuppressed, so automatic continuation consumes the result."""
+    setup_session(store, clock)
+    aid = _result(store, clock).attempt_id
+    _consumer(store, clock)
+    store.claim_delivery(
+        aid,
+        DeliveryClaim(
+            claim_id="c1", deadline=clock.now() + 2 * RUN_TTL, continuation_run_id=CONSUMER
+        ),
+    )
+    clock.advance(RUN_TTL)  # the lease lapsed; the claim's deadline has not
+    _end(store, CONSUMER, RunStatus.FAILED)
+    released = store.load_attempt(aid)
+    assert released.delivery_status == DeliveryStatus.UNDELIVERED
+    assert released.automatic_continuation_suppressed_by_run_id is None
+
+
 def test_a_claim_needs_a_live_consumer_run(store: SessionStore, clock: ManualClock) -> None:
     setup_session(store, clock)
     aid = _result(store, clock).attempt_id
