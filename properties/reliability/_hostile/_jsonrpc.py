@@ -155,7 +155,8 @@ _MALFORMED: tuple[FrameCase, ...] = (
     ),
     FrameCase("unknown-method", rpc_frame("session.nuke"), UNKNOWN, "method_not_found"),
     FrameCase("huge-method-name", rpc_frame("m" * 500_000), UNKNOWN),
-    FrameCase("rpc-internal-name", rpc_frame("rpc.discover"), UNKNOWN),
+    # rpc.discover is OpenRPC's discovery method (served); any other rpc.* name is not.
+    FrameCase("rpc-internal-name", rpc_frame("rpc.shutdown"), UNKNOWN),
     FrameCase("attempts-not-public", rpc_frame("attempts.cancel"), UNKNOWN),
     FrameCase("escaped-nul-method", rpc_frame("diagnostics.get\u0000"), UNKNOWN),
     FrameCase("params-scalar", rpc_frame("session.get", 3), PARAMS),
