@@ -368,17 +368,14 @@ _DELIVERY = (
         "            self._drop_claim_entries(txn, record, record.delivery_claim)\n"
         "        self._put_attempt(txn, new)\n        return new\n\n"
         "    def _settle_linked(",
-        "        self._put_attempt(txn, new)\n        return new\n\n"
-        "    def _settle_linked(",
+        "        self._put_attempt(txn, new)\n        return new\n\n    def _settle_linked(",
         "releasing a claim leaves its claim index entry (missing index delete)",
         "delivery",
     ),
     _k(
         "K36-deliver-keeps-claim-index",
-        "        if claim is not None:\n"
-        "            self._drop_claim_entries(txn, record, claim)",
-        "        if claim is None:\n"
-        "            self._drop_claim_entries(txn, record, claim)",
+        "        if claim is not None:\n            self._drop_claim_entries(txn, record, claim)",
+        "        if claim is None:\n            self._drop_claim_entries(txn, record, claim)",
         "acknowledging leaves the claim index entry (inverted condition)",
         "delivery",
     ),
