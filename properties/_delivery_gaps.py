@@ -195,8 +195,13 @@ class DeliveryGapsMachine(IndexAudit, DeliveryMachine):
         )
         if self.drive_to_terminal(record, "completed", f"result {n} of a runless session") is None:
             return
+        exact = self._request(record.attempt_id, "exact", False)
+        # The run restores from the runless session's head (none), so only the
+        # expected head can refuse it.
         request = msgspec.structs.replace(
-            self._request(record.attempt_id, "exact", False), expected_head_run_id="run-ghost"
+            exact,
+            expected_head_run_id="run-ghost",
+            run=msgspec.structs.replace(exact.run, restore_from_run_id=None),
         )
         self.expect(
             "acquire_continuation(runless session, expected head)",

@@ -54,6 +54,15 @@ def _k(
     return Mutant(id, KERNEL, original, replacement, description, machines, equivalent)
 
 
+_LINK_LESS_ONLY = (
+    "unreachable in stores this version writes: every run-linked claim has its L entry, "
+    "so the run's own terminal commit settles it and an expired claim never outlives a "
+    "failed, cancelled or completed consumer; only claims of a store written before the "
+    "L index reach this branch, and tests/storage/test_kernel_internals.py's link-less "
+    "tests kill the mutant there"
+)
+
+
 _NO_LIVE_LEASE_WHEN_FENCED = (
     "unreachable while store time never goes back: fencing needs every non-terminal "
     "attempt's lease expired, acceptance and take-over are refused once fenced, and an "
@@ -354,6 +363,7 @@ _DELIVERY = (
         "        suppress = None",
         "releasing a failed/cancelled consumer's claim drops the suppression run id",
         "delivery",
+        equivalent=_LINK_LESS_ONLY,
     ),
     _k(
         "K34-completed-consumer-wrong-status",
@@ -361,6 +371,7 @@ _DELIVERY = (
         "        if run is not None and run.status == RunStatus.CANCELLED:",
         "an expired claim is acknowledged for a cancelled consumer, released for a completed one",
         "delivery",
+        equivalent=_LINK_LESS_ONLY,
     ),
     _k(
         "K35-release-keeps-claim-index",
