@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,7 +19,9 @@ from subagents import (
     SubagentDelegationMode,
     TestModel,
     ToolReturnPart,
+    UserPromptPart,
 )
+from subagents._delegation._delivery import BACKGROUND_RESULT_PREFIX
 
 Factory = Callable[..., BackgroundSubagentSupervisor]
 
@@ -51,7 +54,10 @@ def background_parent(
             attempt = returns[0].content["attempt_id"]
             args = {"attempt_id": attempt, "timeout_seconds": 30}
             return ModelResponse(parts=(TestModel.tool_call("wait_subagent", args, "w1"),))
-        return f"parent got: {returns[1].content['result']}"
+        got = returns[1].content.get("result")
+        if got is None:  # the child ended first: its result came in-band, at the turn
+            got = _in_band(messages)
+        return f"parent got: {got}"
 
     return (
         AgentBuilder(FunctionModel(answer, name="parent"))
@@ -60,6 +66,16 @@ def background_parent(
         .background_subagent_supervisor(supervisor)
         .build()
     )
+
+
+def _in_band(messages: Sequence[ModelMessage]) -> Any:
+    """The output of the background result delivered into the conversation at a turn."""
+    for message in messages:
+        for part in getattr(message, "parts", ()):
+            text = part.content if isinstance(part, UserPromptPart) else None
+            if isinstance(text, str) and text.startswith(BACKGROUND_RESULT_PREFIX):
+                return json.loads(text[len(BACKGROUND_RESULT_PREFIX) :])["result"]
+    return None
 
 
 def child_records(context: AgentContext) -> list[dict[str, Any]]:

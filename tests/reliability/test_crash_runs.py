@@ -132,12 +132,17 @@ def _lost_attempt(snapshot: Snapshot, ledger: Ledger) -> str:
 
 
 def _undelivered_result(snapshot: Snapshot, ledger: Ledger) -> str:
+    # A delivered result whose consumer run is gone. (Not any record naming a
+    # continuation: since a dead continuation's claim goes back unsuppressed, such a
+    # record may be waiting for its replacement, and then nothing names the run.)
     record = next(
         r
         for r in snapshot.attempts
-        if str(r.execution_status) == "completed" and r.continuation_run_id is not None
+        if str(r.execution_status) == "completed"
+        and str(r.delivery_status) == "delivered"
+        and consumer_of(r) is not None
     )
-    snapshot.runs = [r for r in snapshot.runs if r.run_id != record.continuation_run_id]
+    snapshot.runs = [r for r in snapshot.runs if r.run_id != consumer_of(record)]
     return "does not exist"
 
 
