@@ -26,7 +26,7 @@ import msgspec
 from storage import ASYNC_SUBAGENT_RESULT, LmdbSessionStore
 
 from ._lives import HostLife, Zygote
-from ._oracle import Ledger, Life, OracleLog, check_snapshot, take_snapshot
+from ._oracle import Ledger, Life, OracleLog, check_snapshot, consumer_of, take_snapshot
 
 NAMESPACE = "default"
 SETTLE_SECONDS_PER_ATTEMPT = 0.05
@@ -247,10 +247,12 @@ def _report(load: _Load, workdir: Path, total: int, kills: int, seconds: float) 
         store.close()
     result = check_snapshot(snapshot, load.ledger, final=True)
     violations.extend(result.violations)
+    # Completed continuation runs per attempt: a continuation that died with its host
+    # releases the result to one replacement, so only completed ones may not repeat.
     continuations: dict[str, list[str]] = {}
     texts: dict[str, str] = {}
     for run in snapshot.runs:
-        if run.trigger_type == ASYNC_SUBAGENT_RESULT:
+        if run.trigger_type == ASYNC_SUBAGENT_RESULT and str(run.status) == "completed":
             attempt_id = run.metadata.get("async_subagent.attempt_id", "")
             continuations.setdefault(attempt_id, []).append(run.run_id)
             texts[run.run_id] = "".join(part.text for part in run.input)
@@ -268,11 +270,13 @@ def _report(load: _Load, workdir: Path, total: int, kills: int, seconds: float) 
             completed += 1
         elif record.failure_category == "host_process_lost":
             interrupted += 1
-        in_turn = not runs and record.continuation_run_id is None  # a live parent turn took it
+        # Delivered with no completed continuation: a parent turn took it (the oracle's
+        # consumer invariant checks that its consumer run completed).
+        in_turn = not runs
         ok = (
             terminal
             and str(record.delivery_status) == "delivered"
-            and (in_turn or (len(runs) == 1 and record.continuation_run_id == runs[0]))
+            and (in_turn or (len(runs) == 1 and consumer_of(record) == runs[0]))
         )
         if ok and runs and str(record.execution_status) == "completed":
             content = record.result_ref.content if record.result_ref else None
@@ -284,7 +288,7 @@ def _report(load: _Load, workdir: Path, total: int, kills: int, seconds: float) 
     if len(attempts) != total:
         violations.append(f"{len(attempts)} attempts in the store, {total} asked for")
     if duplicates:
-        violations.append(f"{duplicates} attempts have more than one continuation run")
+        violations.append(f"{duplicates} attempts have more than one completed continuation run")
     if lost:
         violations.append(f"{lost} attempts lost (not terminal and delivered exactly once)")
     return LoadReport(
