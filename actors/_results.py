@@ -6,9 +6,12 @@ tool result) and ``from_value()``.
 
 from __future__ import annotations
 
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import msgspec
+
+if TYPE_CHECKING:
+    from storage import AttemptRecord
 
 _DELEGATE_MESSAGE = (
     "The subagent is working in the background. Do not poll: continue with other work. "
@@ -113,6 +116,21 @@ class WaitResult(_Value, frozen=True, kw_only=True):
         )
         value.pop("context_delta", None)
         return value
+
+    @classmethod
+    def still_running(cls, record: AttemptRecord, message: str) -> Self:
+        """A bounded wait that ran out while ``record`` is still active."""
+        return cls(
+            status=str(record.execution_status),
+            attempt_id=record.attempt_id,
+            agent_id=record.agent_id,
+            subagent_name=record.subagent_name,
+            linked_task_id=record.linked_task_id,
+            timed_out=True,
+            delivery_status=str(record.delivery_status),
+            retention_status=str(record.retention_status),
+            message=message,
+        )
 
 
 class InfoResult(_Value, frozen=True, kw_only=True):

@@ -1131,16 +1131,8 @@ class BackgroundSubagentSupervisor:
                 if isinstance(payload, AttemptRecord)
                 else self._ask(DescribeRequest(attempt_id=attempt_id)).result()
             )
-            return WaitResult(
-                status=str(record.execution_status),
-                attempt_id=attempt_id,
-                agent_id=record.agent_id,
-                subagent_name=record.subagent_name,
-                linked_task_id=record.linked_task_id,
-                timed_out=True,
-                delivery_status=str(record.delivery_status),
-                retention_status=str(record.retention_status),
-                message="Still running. Do not poll; its result will be delivered to you.",
+            return WaitResult.still_running(
+                record, "Still running. Do not poll; its result will be delivered to you."
             )
         try:
             result, record = self.deliverer.deliver(attempt_id, "wait", consumer_run_id)

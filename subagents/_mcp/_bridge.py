@@ -307,16 +307,8 @@ class McpBridge:
         while is_active_execution(str(record.execution_status)):
             left = deadline - time.monotonic()
             if left <= 0:
-                return WaitResult(
-                    status=str(record.execution_status),
-                    attempt_id=attempt_id,
-                    agent_id=record.agent_id,
-                    subagent_name=record.subagent_name,
-                    linked_task_id=record.linked_task_id,
-                    timed_out=True,
-                    delivery_status=str(record.delivery_status),
-                    retention_status=str(record.retention_status),
-                    message="Still running (accepted by an earlier host process).",
+                return WaitResult.still_running(
+                    record, "Still running (accepted by an earlier host process)."
                 )
             await asyncio.sleep(min(STORE_PROBE_SECONDS, left))
             record = self.service.store.load_attempt(attempt_id)
