@@ -255,7 +255,7 @@ def _attempt_events(
     :data:`EVENT_SCAN` events read (so the latest attempt of a long session
     finds its own events without reading the whole log)."""
     session_id = record.parent_session_id
-    runs = {parent, record.continuation_run_id}
+    runs = {run for run in (parent, record.continuation_run_id) if run}
     found: list[dict[str, Any]] = []
     after, read = _seek(service, session_id, record.accepted_at - SEEK_SLACK), 0
     while read < EVENT_SCAN:

@@ -173,6 +173,7 @@ def test_without_attempt_events_the_record_dates_the_transitions(service: HostSe
     _run(service, "run-1")
     record = _attempt(service, "att-a", "run-1")
     _event(service, "run.steered", "run-1", steering_id="s")  # events, none of the attempt's
+    _event(service, "session.updated", None)  # the session's, no run's: not listed
     view = attempt_view(service, "att-a")
     assert view["transitions"] == [
         {"at": record.accepted_at, "machine": "phase", "to": "accepted", "note": "accepted"}
