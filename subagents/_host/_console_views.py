@@ -251,16 +251,23 @@ def _attempt_events(
 ) -> list[dict[str, Any]]:
     """The session's logged events that name this attempt (in their data) or that
     belong to its delegating (host) run ``parent`` or its consumer run, from
-    :data:`SEEK_SLACK` seconds before its acceptance on, at most
-    :data:`EVENT_SCAN` events read (so the latest attempt of a long session
-    finds its own events without reading the whole log)."""
+    :data:`SEEK_SLACK` seconds before its acceptance on (so the latest attempt of
+    a long session finds its own events without reading the whole log) and, for
+    an attempt no longer active, up to :data:`SEEK_SLACK` seconds after its
+    record's last change (every ``attempt.*`` event but a steering one commits
+    with a change of the record, and an attempt that is not active is not
+    steered); at most :data:`EVENT_SCAN` events read."""
     session_id = record.parent_session_id
     runs = {run for run in (parent, record.continuation_run_id) if run}
+    active = str(record.execution_status) in _ACTIVE
+    until = float("inf") if active else record.updated_at + SEEK_SLACK
     found: list[dict[str, Any]] = []
     after, read = _seek(service, session_id, record.accepted_at - SEEK_SLACK), 0
     while read < EVENT_SCAN:
         page = service.events.replay(session_id, after, 500)
         for event in page:
+            if event.at > until:
+                return found
             after = event.seq
             data = event.data or {}
             if data.get("attempt_id") == record.attempt_id or event.run_id in runs:

@@ -13,9 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
-from statemachines import RunStatus
+from statemachines import ExecutionStatus, RunStatus
 from storage import (
     AttemptRecord,
     ManualClock,
@@ -225,3 +226,35 @@ def test_lanes_sit_under_the_durable_run_their_parent_run_id_names(
     }
     assert attempt_view(service, "att-late")["attempt"]["parent_run_id"] == "run-1"
     assert attempt_view(service, "att-sdk")["attempt"]["parent_run_id"] == "run-2"
+
+
+def test_an_ended_attempt_reads_its_history_only_to_its_last_change(
+    service: HostService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _run(service, "run-1")
+    accepted = _attempt(service, "att-a", "run-1")
+    _event(service, "attempt.terminal", "run-1", attempt_id="att-a", status="completed")
+    ended = msgspec.structs.replace(
+        accepted,
+        execution_status=ExecutionStatus.COMPLETED,
+        terminal_at=service.clock.now(),
+        updated_at=service.clock.now(),
+    )
+    _clock(service).advance(views.SEEK_SLACK * 2)
+    for _ in range(2000):  # the session goes on: its run, other attempts
+        _event(service, "attempt.started", "run-1", attempt_id="att-other")
+    reads: list[int] = []
+    replay = service.events.replay
+
+    def counted(session_id: str, after_seq: int = 0, limit: int = 1000) -> list[Any]:
+        page = replay(session_id, after_seq, limit)
+        reads.append(len(page))
+        return page
+
+    monkeypatch.setattr(service.events, "replay", counted)
+    events = views._attempt_events(service, ended, "run-1")
+    assert [e["kind"] for e in events] == ["attempt.terminal"]
+    assert sum(reads) < 600  # the probes and one page, not the 2,000 later events
+    reads.clear()
+    still = views._attempt_events(service, accepted, "run-1")  # active: read to the end
+    assert len(still) == 2001 and sum(reads) > 2000
