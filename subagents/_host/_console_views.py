@@ -340,13 +340,16 @@ def _event_move(event: dict[str, Any], record: AttemptRecord) -> dict[str, Any] 
     data, at = event["data"], event["at"]
     kind = event["kind"].removeprefix("attempt.")
     if kind == "accepted":
-        note = f"generation {data.get('fencing_generation', '?')} · {data.get('owner') or ''}"
+        owner = data.get("owner")
+        if isinstance(owner, dict):  # an owner identity rather than its instance id
+            owner = owner.get("host_instance_id")
+        note = f"generation {data.get('fencing_generation', '?')} · {owner or ''}"
         return {"at": at, "machine": "phase", "to": "accepted", "note": note.rstrip(" ·")}
     if kind == "started":
         note = f"generation {data.get('fencing_generation', '?')}"
         return {"at": at, "machine": "execution", "to": "running", "note": note}
     if kind == "terminal":
-        status = str(data.get("status"))
+        status = str(data.get("status") or record.execution_status)
         note = str(data.get("error_category") or "")
         if not note and status == str(record.execution_status):
             note = record.failure_category or record.cancellation_reason or ""

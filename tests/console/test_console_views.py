@@ -155,6 +155,10 @@ def test_transitions_come_from_the_attempt_events_when_the_log_has_them(
     _event(service, "attempt.delivered", "run-1", **{**claim, "claim_id": "claim-2"})
     _event(service, "attempt.terminal", "run-1", attempt_id="att-b", status="failed")
     moves = attempt_view(service, "att-a")["transitions"]
+    owner = {"host_instance_id": "views-host", "fencing_generation": 7}
+    _event(service, "attempt.accepted", "run-1", attempt_id="att-c", owner=owner)
+    _attempt(service, "att-c", "run-1")
+    assert attempt_view(service, "att-c")["transitions"][0]["note"] == "generation ? · views-host"
     assert [(m["machine"], m["to"]) for m in moves] == [
         ("phase", "accepted"),
         ("execution", "running"),
