@@ -10,6 +10,10 @@ attempt lanes, their states, the continuation links, and the reconciliation
 arriving live after the restart (no reload). Screenshots are saved as test
 artifacts (``$CONSOLE_ARTIFACTS``, else the test's tmp dir); with
 ``SUBAGENTS_CONSOLE_DOCS=1`` the README's two also replace ``docs/console-*.png``.
+
+Steering receipts, in tests of their own: the story's steer shows on the
+researcher's page (the steer path's ``attempt.steered`` event), and a receipt
+whose preview is markup (seeded in the data directory) shows as text.
 """
 
 from __future__ import annotations
