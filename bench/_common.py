@@ -13,11 +13,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
+import sys
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TextIO
 
 
 def load_average() -> str:
@@ -28,11 +30,33 @@ def load_average() -> str:
         return "unknown"
 
 
-def print_load(when: str) -> str:
+def print_load(when: str, stream: TextIO | None = None) -> str:
     """Print ``load average <when>: ...`` (with the CPU count) and return the figures."""
     load = load_average()
-    print(f"load average {when}: {load} ({os.cpu_count()} CPUs, shared with other work)")
+    print(
+        f"load average {when}: {load} ({os.cpu_count()} CPUs, shared with other work)",
+        file=stream or sys.stdout,
+        flush=True,
+    )
     return load
+
+
+def report(
+    measure: Callable[[], dict[str, Any]], render: Callable[[dict[str, Any]], str], as_json: bool
+) -> dict[str, Any]:
+    """Run ``measure`` between two load-average readings and print its result: one
+    JSON object (with ``load_before`` and ``load_after``; the readings also go to
+    stderr) or ``render``'s text between the two readings."""
+    stream = sys.stderr if as_json else sys.stdout
+    before = print_load("before", stream)
+    result = measure()
+    result["load_before"], result["load_after"] = before, load_average()
+    if as_json:
+        print(json.dumps(result, indent=2, sort_keys=True))
+    else:
+        print(render(result))
+    print_load("after", stream)
+    return result
 
 
 def spread(values: Sequence[float]) -> dict[str, float]:

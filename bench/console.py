@@ -17,6 +17,11 @@ session timeline page 1, its last page, attempt) it reports:
   the median of ``--reps`` loads, the two sizes interleaved load by load; and
   the 10,000 / 1,000 ratio of the medians.
 
+Work on both sizes: the same views, the same host and browser; no model
+request during the loads (the sessions are seeded once, before; no
+attempts are run while measuring: no fsyncs per attempt). The load average
+is printed before and after (to stderr with ``--json``).
+
 This is a benchmark, not a test: it never asserts timing; exit status is 0.
 """
 
@@ -236,7 +241,12 @@ def main() -> int:
     args = parser.parse_args()
     sizes = [100, 1000] if args.quick else [1000, 10_000]
     reps = 2 if args.quick else args.reps
+    from bench._common import print_load
+
+    stream = sys.stderr if args.json else sys.stdout
+    print_load("before", stream)
     report(sizes, measure(sizes, reps), args.json)
+    print_load("after", stream)
     return 0
 
 

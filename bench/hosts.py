@@ -30,6 +30,12 @@ shares the tables, the write-ahead log, the event log and the fencing counter.
 Taking over another host's sessions is the kill test's job
 (tests/host/test_multi_host_postgres.py), not this bench's.
 
+Work in every row: the parent's and the continuation's model requests on
+offline test models, the child's (50 ms), every run's message history and
+usage in the store; durability: PostgreSQL with ``synchronous_commit`` on (its
+default), every store write committed before the call returns. Rows differ
+only in the number of hosts. The load average is printed before and after.
+
 This is a benchmark, not a test: it never asserts timing; exit status is 0.
 """
 
@@ -37,7 +43,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import multiprocessing
 import os
 import secrets
@@ -328,8 +333,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=4, help="concurrent sessions per host")
     args = parser.parse_args(argv)
     counts = [int(n) for n in args.hosts.split(",") if n.strip()]
-    result = run(args.quick, args.admin_dsn, counts, args.sessions)
-    print(json.dumps(result, indent=2, sort_keys=True) if args.json else render(result))
+    _repo_on_path()
+    from bench._common import report
+
+    report(lambda: run(args.quick, args.admin_dsn, counts, args.sessions), render, args.json)
     return 0
 
 

@@ -26,6 +26,12 @@ the end. In one run it measures:
 - the LMDB figures of ``bench/store.py`` (its ``store_ops``, reused by import),
   same operations, so the two stores sit side by side (``--no-lmdb`` skips).
 
+Work on both sides: no model request, no message history, no usage: store
+operations against one raw INSERT, both durable (``synchronous_commit`` on:
+the WAL flushed before the commit returns). Each ratio is the median of the
+per-round ratios (the calls cut into rounds, medians within each) with its
+min and max. The load average is printed before and after.
+
 This is a benchmark, not a test: it never asserts timing; exit status is 0.
 """
 
@@ -33,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import multiprocessing
 import os
 import secrets
@@ -365,8 +370,14 @@ def main(argv: list[str] | None = None) -> int:
         "--db-clock", action="store_true", help="store time from the server in each transaction"
     )
     args = parser.parse_args(argv)
-    result = run(args.quick, args.admin_dsn, lmdb=not args.no_lmdb, db_clock=args.db_clock)
-    print(json.dumps(result, indent=2, sort_keys=True) if args.json else render(result))
+    _repo_on_path()
+    from bench._common import report
+
+    report(
+        lambda: run(args.quick, args.admin_dsn, lmdb=not args.no_lmdb, db_clock=args.db_clock),
+        render,
+        args.json,
+    )
     return 0
 
 

@@ -1,6 +1,7 @@
 """The background supervisor (actors/) measured in one run: memory, throughput, durability.
 
-Run: ``python bench/supervisor.py [--quick] [--json] [--no-dbos]``.
+Run: ``python bench/supervisor.py [--quick] [--json] [--no-dbos] [--no-postgres] [--no-sdk]
+[--rounds N] [--seconds S] [--admin-dsn DSN]``.
 
 Figures, each against its target:
 
@@ -14,26 +15,54 @@ Figures, each against its target:
   (which claims and acknowledges the result) throughput, from one caller
   keeping a window of attempts in flight; best of several rounds, each on a
   fresh supervisor. Target >= 2,000 attempts/s. Each round also reports the
-  process CPU time per attempt (``time.process_time``, every thread): on a
-  shared machine it is steadier than the wall-clock rate.
-- ``durable_ratio``: the same delegation on ``LmdbSessionStore(sync=True)``
-  with many callers at once (so the batching writer shares fsyncs between
-  attempts), in attempts/s, divided by what one-durable-commit-per-write would
-  allow: raw LMDB durable commits/s (plain py-lmdb, one put per write
-  transaction, ``sync=True``, the same flags and disk, measured right before
-  and after each round of ours, since fsync latency drifts with the machine's
-  other work) divided by the durable commits one attempt needs (counted, not assumed:
-  every write the store's backend is asked for during the run, divided by the
-  attempts: accept, starting, running, terminal commit, claim, acknowledge,
-  plus any heartbeat). The median of several rounds. Target >= 0.5.
-- ``ours_over_dbos``: the durable LMDB rate against DBOS Transact on SQLite
-  doing the same delegation (a parent workflow starts a child workflow and
-  waits for its result), measured in a subprocess in this run with the same
-  number of concurrent callers (DBOS's best of sequential and concurrent is
-  used). Target >= 4. Needs ``dbos`` (the ``bench`` extra); ``--no-dbos`` or a
-  missing package skips it.
+  process CPU time per attempt (``time.process_time``, every thread).
+- The interleaved comparison, at concurrency 1 and 32 (that many caller
+  threads, each doing one attempt after another for a fixed time). Every side
+  runs in a worker process of its own, set up and warmed up once; a round asks
+  each (side, concurrency) in turn, the order rotating from round to round, so
+  the two sides of every ratio are measured within one round, seconds apart, on
+  the same disk and the same machine load. Each ratio is taken per round and
+  reported as the median with its min and max. The sides and the work each does:
 
-The machine's load average is printed beside the figures: every figure is as
+  - ``raw``: plain py-lmdb, one small put per durable (``sync=True``) write
+    transaction, one writer: the rate of one fsync'd LMDB commit here.
+  - ``kernel`` (ours): ``BackgroundSubagentSupervisor`` on
+    ``LmdbSessionStore(sync=True)``, every commit fsync'd before it returns
+    (the store's default); delegate -> a child runner that returns ``"ok"`` at
+    once -> wait, which claims and acknowledges the result. No model request,
+    no message history, no usage: the same work as DBOS's side.
+  - ``sdk`` (ours, through the SDK's host): ``open_host`` on an LMDB data
+    directory (durable, the host's defaults, its event log in the same
+    environment); each caller delegates on a session of its own to a subagent
+    whose child is a real agent run on a test model (one model request, its
+    message history and usage recorded), then waits for it. More work than
+    DBOS's side. Each session carries the metadata of a session whose client
+    reads its own results (as an MCP client's does), so the caller's wait
+    claims and acknowledges the result and the host admits no continuation run.
+  - ``dbos-sqlite`` / ``dbos-postgres``: DBOS Transact 3 with its default
+    durability (SQLite: the sqlite3 defaults, a rollback journal and
+    ``synchronous=FULL``; PostgreSQL: the server's ``synchronous_commit``, on
+    here), on a database of its own (``dbos_bench_supervisor``, created and
+    dropped): a parent workflow starts a child workflow and waits for its
+    result; the child returns ``"ok"``. No model request, no message history,
+    no usage.
+
+  Figures: ``durable_ratio``: ours (kernel) at 32 callers against what one
+  commit per write would allow, raw commits/s / commit requests per attempt,
+  both from the same round (target >= 0.5); ``ours_over_dbos_sqlite_c1`` and
+  ``_c32`` (target >= 10) and ``ours_over_dbos_postgres_c1`` and ``_c32``
+  (target >= 5): ours (kernel) / DBOS per round. The SDK's ratios are printed
+  beside them. Each row also prints the commit requests per attempt (ours: the
+  store's backend writes; DBOS: SQLAlchemy commits), the durable commits per
+  attempt after batching (ours: LMDB write transactions, ``last_txnid``, each
+  one fsync'd; DBOS: its commits) and the process CPU per attempt. A stretch
+  ends when every caller finished the attempt it was in, so a slow side's
+  stretch runs a little past its time; its rate counts the whole stretch.
+  Needs ``dbos`` (the ``bench`` extra) and, for its PostgreSQL side, a server
+  at ``--admin-dsn``; ``--no-dbos``, ``--no-postgres`` or a missing package
+  or server skips those sides.
+
+The machine's load average is printed before and after: every figure is as
 measured, on whatever else the machine was doing. This is a benchmark, not a
 test: it never asserts timing, and exits 0 whether or not targets are met.
 """
