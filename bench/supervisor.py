@@ -89,7 +89,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench._common import load_average  # noqa: E402
+from bench._common import load_average, print_load  # noqa: E402
 
 MEMORY_TARGET_KIB = 100.0
 THROUGHPUT_TARGET = 2000.0
@@ -923,7 +923,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         return worker_main(args.worker, args.dir, args.dsn)
     quick = args.quick
-    load_before = load_average()
+    load_before = print_load("before", sys.stderr if args.json else sys.stdout)
     figures: dict[str, dict[str, Any]] = {}
     figures["memory_per_live_attempt_kib"] = measure_memory(100 if quick else 1000)
     figures["memory_attempts_per_s"] = measure_memory_throughput(
