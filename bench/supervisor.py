@@ -316,6 +316,10 @@ def timed_callers(
     return sum(counts), time.perf_counter() - started
 
 
+def _delta(before: int | None, after: int | None) -> int | None:
+    return None if before is None or after is None else after - before
+
+
 class Side:
     """One side of the comparison inside its worker process: ``round`` runs one timed
     stretch and reports attempts, seconds, CPU and the commits it cost."""
@@ -330,8 +334,8 @@ class Side:
             "attempts": attempts,
             "seconds": took,
             "cpu_s": cpu,
-            "writes": None if writes is None else writes_after - writes,  # type: ignore[operator]
-            "commits": None if physical is None else physical_after - physical,  # type: ignore[operator]
+            "writes": _delta(writes, writes_after),
+            "commits": _delta(physical, physical_after),
         }
 
     def run(self, seconds: float, concurrency: int) -> tuple[int, float]:
