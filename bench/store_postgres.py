@@ -326,9 +326,11 @@ def render(result: dict[str, Any]) -> str:
         " (synchronous_commit on, single thread, one op per transaction)"
         + (" [quick]" if result["quick"] else ""),
         f"{result['ops_per_measurement']} ops per operation; rates are 1/median latency "
-        f"(mean in brackets); store clock: {result['clock']}",
+        f"(mean in brackets); store clock: {result['clock']}; x raw = median of the "
+        "rounds' ratios of medians [min-max]",
         "",
-        f"{'operation':<16} {'PG ops/s':>16} {'raw PG/s':>16} {'x raw':>7} {'LMDB ops/s':>12}",
+        f"{'operation':<16} {'PG ops/s':>16} {'raw PG/s':>16} {'x raw [min-max]':>21} "
+        f"{'LMDB ops/s':>12}",
     ]
     lmdb = result.get("lmdb", {})
     for name, figure in result["postgres"].items():
@@ -336,7 +338,7 @@ def render(result: dict[str, Any]) -> str:
         lines.append(
             f"{name:<16} {figure['ops_per_s']:>7,.0f} ({figure['ops_per_s_mean']:>6,.0f}) "
             f"{figure['raw_commits_per_s']:>7,.0f} ({figure['raw_commits_per_s_mean']:>6,.0f}) "
-            f"{figure['ratio_to_raw']:>7.3f} "
+            f"{figure['ratio_to_raw']:>7.3f} [{figure['ratio_min']:.2f}-{figure['ratio_max']:.2f}] "
             f"{format(other['ops_per_s'], ',.0f') if other else '-':>12}"
         )
     con = result["concurrent"]
