@@ -184,6 +184,7 @@ HOST_PROCESS_LOST_ERROR = "host process lost"
 FAILURE_CATEGORIES = frozenset({"execution_error", "cancelled", HOST_PROCESS_LOST})
 
 _TERMINAL_EXEC = frozenset(EXECUTION.terminal)
+_BEFORE_RUNNING = frozenset({ExecutionStatus.ACCEPTED, ExecutionStatus.STARTING})
 _RUN_EVENT_KIND = {
     RunStatus.RUNNING: "run.started",
     RunStatus.COMPLETED: "run.completed",
@@ -465,7 +466,17 @@ class KernelStore(SessionStore):
             data.update(extra)
         self._emit(txn, run.session_id, kind, run.run_id, data, now=now)
 
-    def _emit_terminal(self, txn: Txn, record: AttemptRecord, now: float) -> None:
+    def _emit_started(self, txn: Txn, record: AttemptRecord, now: float) -> None:
+        fencing = record.owner_lease.fencing_generation
+        self._emit_attempt(txn, record, "attempt.started", now, fencing_generation=fencing)
+
+    def _emit_terminal(
+        self, txn: Txn, record: AttemptRecord, now: float, *, started: bool = False
+    ) -> None:
+        """``attempt.terminal`` (after ``attempt.started`` when the same commit also
+        made the attempt running)."""
+        if started:
+            self._emit_started(txn, record, now)
         ref = record.result_ref
         data: dict[str, Any] = {"status": str(record.execution_status)}
         if record.failure_category is not None:
@@ -1127,12 +1138,10 @@ class KernelStore(SessionStore):
                 updated_at=now,
             )
             self._put_attempt(txn, new)
-            if new.execution_status == ExecutionStatus.RUNNING and stored.execution_status in (
-                ExecutionStatus.ACCEPTED,
-                ExecutionStatus.STARTING,
+            if new.execution_status == ExecutionStatus.RUNNING and (
+                stored.execution_status in _BEFORE_RUNNING
             ):
-                fencing = new.owner_lease.fencing_generation
-                self._emit_attempt(txn, new, "attempt.started", now, fencing_generation=fencing)
+                self._emit_started(txn, new, now)
             return new
 
         return self.backend.write(fn)
@@ -1258,7 +1267,7 @@ class KernelStore(SessionStore):
             new = _replace(record, owner_lease=stored.owner_lease, terminal_fingerprint=fingerprint)
             self._put_attempt(txn, new)
             self._leave_active(txn, new)
-            self._emit_terminal(txn, new, now)
+            self._emit_terminal(txn, new, now, started=_starts(stored, commit))
             return new
 
         return self.backend.write(fn)
@@ -2217,6 +2226,14 @@ def _validate_terminal(
         artifact.content.encode("utf-8")
     ):
         raise bad("artifact digest or size does not match its content")
+
+
+def _starts(stored: AttemptRecord, commit: TerminalCommit) -> bool:
+    """Whether a terminal commit also makes the attempt running first: the statuses
+    it passed through (``via``, when the commit carries them) reach ``running`` from
+    before it."""
+    via: tuple[str, ...] = getattr(commit, "via", ())
+    return stored.execution_status in _BEFORE_RUNNING and ExecutionStatus.RUNNING in via
 
 
 def _receipt_claim_id(receipt: ContinuationReceipt) -> str | None:
