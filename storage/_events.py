@@ -57,8 +57,6 @@ GENERATION_KEY = b"generation"
 LAYOUT_KEY = b"layout"
 EVENT_LAYOUT = 1
 """The event tables' layout, kept sealed in ``host_meta``: 1, every value sealed."""
-PREVIEW_CHARS = 200
-"""Longest ``text_preview`` of an ``attempt.steered`` event."""
 
 
 class StoreEvent(msgspec.Struct, frozen=True, kw_only=True):
