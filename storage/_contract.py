@@ -115,7 +115,6 @@ class SessionStore(abc.ABC):
         *,
         admission_id: str | None = None,
         output_preview: str | None = None,
-        event_data: dict[str, Any] | None = None,
     ) -> RunRecord:
         """Move a run along the RUN table. When the run has an admission lease,
         ``admission_id`` must match it (:class:`StaleFence` otherwise); moving to
@@ -131,9 +130,10 @@ class SessionStore(abc.ABC):
 
         A store with an event log appends, in the same transaction, ``run.started``
         (data ``profile``) or the terminal event ``run.completed`` / ``run.failed`` /
-        ``run.cancelled`` (data ``output`` / ``error`` / ``reason``: the preview)
-        with ``event_data`` merged in, and an ``attempt.delivered`` or
-        ``attempt.released`` event per claim it settles. A no-op appends nothing."""
+        ``run.cancelled`` (data ``output`` / ``error`` / ``reason``: the preview),
+        and an ``attempt.delivered`` or ``attempt.released`` event per claim it
+        settles. A no-op appends nothing. (:meth:`storage.KernelStore.transition_run`
+        also takes ``event_data``, merged into the run's event.)"""
 
     @abc.abstractmethod
     def renew_run_admission(

@@ -248,6 +248,32 @@ class _LiveRun:
         return queued
 
 
+def _transition(
+    store: SessionStore,
+    session_id: str,
+    run_id: str,
+    status: RunStatus,
+    *,
+    admission_id: str | None,
+    output_preview: str | None = None,
+    event_data: dict[str, Any],
+) -> RunRecord:
+    """``store.transition_run`` with the host's extras for the run's event (the
+    store commits the event with the change); a store that keeps no log takes none."""
+    if isinstance(store, KernelStore):
+        return store.transition_run(
+            session_id,
+            run_id,
+            status,
+            admission_id=admission_id,
+            output_preview=output_preview,
+            event_data=event_data,
+        )
+    return store.transition_run(
+        session_id, run_id, status, admission_id=admission_id, output_preview=output_preview
+    )
+
+
 def _event_log(store: SessionStore, given: EventLog | None) -> EventLog:
     """The host's event log: the store's own (its outbox) whenever it keeps one,
     whatever log was passed (a standalone log would not hold the store's run and
@@ -549,7 +575,8 @@ class HostService:
                 continue  # a live host (maybe another one) owns it
             self._watched.discard(key)
             try:
-                self.store.transition_run(
+                _transition(
+                    self.store,
                     run.session_id,
                     run.run_id,
                     RunStatus.FAILED,
@@ -1088,7 +1115,8 @@ class HostService:
         prompt = "".join(part.text for part in run.input)
         try:
             try:
-                self.store.transition_run(
+                _transition(
+                    self.store,
                     run.session_id,
                     run.run_id,
                     RunStatus.RUNNING,
@@ -1159,7 +1187,8 @@ class HostService:
         if live.steering:  # queued after the run's last turn: it never reached the model
             extra["undelivered_steering"] = len(live.steering)
         try:
-            self.store.transition_run(
+            _transition(
+                self.store,
                 run.session_id,
                 run.run_id,
                 status,
