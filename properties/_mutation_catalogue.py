@@ -379,9 +379,11 @@ _DELIVERY = (
         "        if record.delivery_claim is not None:\n"
         "            self._drop_claim_entries(txn, record, record.delivery_claim)\n"
         "        self._put_attempt(txn, new)\n"
-        '        self._emit_attempt(\n            txn,\n            new,\n            "attempt.released",',
+        "        self._emit_attempt(\n            txn,\n"
+        '            new,\n            "attempt.released",',
         "        self._put_attempt(txn, new)\n"
-        '        self._emit_attempt(\n            txn,\n            new,\n            "attempt.released",',
+        "        self._emit_attempt(\n            txn,\n"
+        '            new,\n            "attempt.released",',
         "releasing a claim leaves its claim index entry (missing index delete)",
         "delivery",
     ),
