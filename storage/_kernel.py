@@ -37,6 +37,13 @@ meta          ``b"store_identity"``                            StoreIdentity
 quarantine    table, NUL, key                                  the bytes a repair moved aside
 ============= ================================================ =====================
 
+Events (the outbox, :mod:`storage._events`): when the backend also has the
+tables ``host_events`` / ``host_meta`` (:attr:`KernelStore.EVENT_TABLES`; every
+store of this package gives them), each operation appends the run and attempt
+events of its change inside its own transaction (``_emit``), numbered densely per
+session; they have a layout marker and sealing of their own, so the kernel's
+migration never seals them.
+
 Checksums (layout 3): every value of every table is *sealed*
 (:mod:`storage._sealed`): stored with a CRC-32 over its table, key and bytes.
 The kernel runs on a :class:`~storage._sealed.SealedBackend` view, so a value
@@ -275,6 +282,9 @@ class KernelStore(SessionStore):
 
     Threads: every method may be called from any thread; atomicity and
     isolation come from the backend's transactions.
+
+    ``has_events``: whether the backend has :attr:`EVENT_TABLES` (then every run and
+    attempt change commits its event with it, and :meth:`append_event` works).
     """
 
     TABLES: tuple[str, ...] = (
