@@ -17,13 +17,21 @@ from pathlib import Path
 
 import pytest
 from builders import NS, SESSION, acceptance, drive, plain_run, setup_session, terminal
+from postgres_db import scratch_database
 
 from statemachines import RunStatus
-from storage import LmdbBackend, LmdbSessionStore, ManualClock, StoreEvent, Txn
+from storage import (
+    LmdbBackend,
+    LmdbSessionStore,
+    ManualClock,
+    PostgresSessionStore,
+    StoreEvent,
+    Txn,
+)
 from storage._identity import MARKER_NAME
 from storage._sealed import intact, unseal
 from subagents._host._eventlog import TABLES as EVENT_TABLES
-from subagents._host._eventlog import LmdbEventLog
+from subagents._host._eventlog import LmdbEventLog, PostgresEventLog
 
 KERNEL_TABLES = LmdbSessionStore.TABLES
 
@@ -73,6 +81,12 @@ def _history(path: Path, clock: ManualClock) -> tuple[list[StoreEvent], list[obj
         store.close()
 
 
+def _drop_events(txn: Txn) -> None:
+    for table in EVENT_TABLES:
+        for k, _ in list(txn.scan(table)):
+            txn.delete(table, k)
+
+
 def _assert_sealed_once(path: Path) -> None:
     for table, rows in _raw(path).items():
         for key, value in rows:
@@ -118,12 +132,7 @@ def test_a_directory_of_the_previous_version_replays_and_continues_its_sequence(
     store = LmdbSessionStore(tmp_path, clock=clock)
     setup_session(store, clock)
 
-    def no_events(txn: Txn) -> None:  # the previous kernel wrote no event
-        for table in EVENT_TABLES:
-            for k, _ in list(txn.scan(table)):
-                txn.delete(table, k)
-
-    store.raw_backend.write(no_events)
+    store.raw_backend.write(_drop_events)  # the previous kernel wrote no event
     store.close()
     old = LmdbEventLog(tmp_path)
     old.append(SESSION, "session.created", 1.0, None, {"profile": "default"})
@@ -152,3 +161,27 @@ def test_a_directory_of_the_previous_version_replays_and_continues_its_sequence(
         assert [e.kind for e in old.replay(SESSION)][3:] == ["run.admitted", "run.started"]
     finally:
         old.close()
+
+
+def test_a_postgresql_database_of_the_previous_version_replays(clock: ManualClock) -> None:
+    with scratch_database("outbox_layout") as url:
+        store = PostgresSessionStore(url, clock=clock, pool_size=1)
+        setup_session(store, clock)
+        store.raw_backend.write(_drop_events)  # the previous kernel wrote no event
+        store.close()
+        old = PostgresEventLog(url)  # the previous host's own log, its own transactions
+        old.append(SESSION, "session.created", 1.0, None, {"profile": "default"})
+        old.append(SESSION, "run.completed", 2.0, "parent-run-1", {"output": "done"})
+        generation = old.next_generation()
+        old.close()
+        store = PostgresSessionStore(url, clock=clock, pool_size=1)
+        try:
+            assert [(e.seq, e.kind) for e in store.replay_events(SESSION)] == [
+                (1, "session.created"),
+                (2, "run.completed"),
+            ]
+            store.admit_run(plain_run(clock, "r2"))
+            assert [e.kind for e in store.replay_events(SESSION, 2)] == ["run.admitted"]
+            assert store.next_fencing_generation() == generation + 1
+        finally:
+            store.close()
