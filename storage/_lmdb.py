@@ -1128,7 +1128,7 @@ class LmdbSessionStore(KernelStore):
     ) -> None:
         backend = LmdbBackend(
             path,
-            tables=KernelStore.TABLES,
+            tables=KernelStore.TABLES + KernelStore.EVENT_TABLES,
             sync=sync,
             map_size=map_size,
             auto_grow=auto_grow,
