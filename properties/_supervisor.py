@@ -58,6 +58,7 @@ from actors import (
     ChildRequest,
     OwnerIdentity,
     SupervisorLimits,
+    WaitResult,
 )
 from actors._attempt import AttemptActor
 from actors._messages import WatchRequest
@@ -829,15 +830,7 @@ class SupervisorMachine(RuleBasedStateMachine):
             return
         if result.status not in TERMINAL or result.delivery_status != "delivered":
             raise self.violation(f"wait returned {result!r}")
-        self.note_delivery(
-            Delivery(
-                attempt_id=attempt_id,
-                channel="wait",
-                status=result.status,
-                output=result.result,
-                error=result.error,
-            )
-        )
+        self.note_delivery(_from_wait(result, attempt_id))
         self.path("wait", "delivered")
 
     @rule(kind=st.sampled_from(["take_pending", "info", "wait_any"]))
@@ -1039,6 +1032,18 @@ def _from_result(result: BackgroundResult, channel: str) -> Delivery:
         channel=channel,
         status=result.status,
         output=result.output,
+        error=result.error,
+        delta=result.context_delta,
+    )
+
+
+def _from_wait(result: WaitResult, attempt_id: str) -> Delivery:
+    """A result a ``wait`` delivered, with the context delta it carried."""
+    return Delivery(
+        attempt_id=attempt_id,
+        channel="wait",
+        status=result.status,
+        output=result.result,
         error=result.error,
         delta=result.context_delta,
     )
