@@ -21,10 +21,10 @@ attempt and never changes it (status and fingerprint); the completion callback
 fired at most once per attempt, and exactly once for every result the store
 records as delivered by the callback; each result reached the parent at most
 once over callback, ``wait`` and ``take_pending`` together, and each context
-delta at most once. Checked at teardown, which always shuts the supervisor down
-and closes the store: every terminal result was delivered exactly once and
-matches what its child did; no pykka actor and no ``subagents-*`` thread of
-this supervisor outlives the shutdown.
+delta (whichever channel carried it) at most once. Checked at teardown, which
+always shuts the supervisor down and closes the store: every terminal result
+was delivered exactly once and matches what its child did; no pykka actor and
+no ``subagents-*`` thread of this supervisor outlives the shutdown.
 
 Lease timing uses the example's :class:`~storage.ManualClock`; heartbeats and
 retries run on real time (milliseconds), so a clock advance within the lease

@@ -3,9 +3,9 @@
 :class:`SupervisorGapsMachine` is the supervisor machine plus:
 
 - every delivery of a result whose child completed or failed with an outcome
-  by callback or the parent's turn carries that child's context delta (the
-  machine checked only that no delta arrives twice, so a delivery that dropped
-  the delta passed; its ``wait`` rule notes no delta at all);
+  (by callback, ``wait`` or the parent's turn) carries that child's context
+  delta (the machine checked only that no delta arrives twice, so a delivery
+  that dropped the delta passed);
 - every terminal record's ``failure_category`` matches its status
   (``cancelled`` for cancelled, ``execution_error`` or ``host_process_lost``
   for failed, none for completed);
@@ -22,7 +22,21 @@
 - a child completes with an output of exactly the inline limit, one byte more,
   exactly the artifact limit or one byte more (multi-byte text): inline up to
   the inline limit, an artifact up to the artifact limit, failed past it, and
-  the parent receives the whole output.
+  the parent receives the whole output;
+- store time lands exactly on every live lease's expiry: a lease is live only
+  while ``now < lease_expires_at``, so every attempt is lost at that instant;
+- an attempt cancelled before its child launched (the store refuses its
+  ``starting`` write for now) ends cancelled with the parent's reason and its
+  child never runs;
+- a child that ignores the cancel request and its task's cancellation has its
+  task cancelled after the grace, and the attempt decides ``cancelled`` after
+  another; when the child then ends on its own (while the store still refuses
+  the commit) the decision stands: the attempt ends cancelled, whatever the late
+  child returned.
+
+The timers of the cancellation grace run on real time (the loop's); the rules
+wait for what the supervisor did (a refused write, the child's end), never for
+a time.
 """
 
 from __future__ import annotations
