@@ -455,19 +455,21 @@ class SupervisorGapsMachine(SupervisorMachine):
         self.path("lease", "lapsed under a deaf child")
 
     @precondition(
-        lambda self: (
-            not self.closed
-            and not self.with_callback
-            and bool(self.by_state("active"))
-            and self.expired_cancels < 1
-        )
+        lambda self: not self.closed and not self.with_callback and self.expired_cancels < 1
     )
     @rule(index=st.integers(0, 7))
     def cancelled_result_delivered_after_its_retention(self, index: int) -> None:
-        """The parent cancels a running attempt, then store time passes its retention
-        (every other lease lapses on the way) and expiry runs: the cancelled result, still
-        undelivered, reaches the parent with no output and the expiry summary as error."""
-        tracked = self.pick(self.by_state("active"), index)
+        """The parent cancels a running attempt (delegated here when none is active), then
+        store time passes its retention (every other lease lapses on the way) and expiry
+        runs: the cancelled result, still undelivered, reaches the parent with no output
+        and the expiry summary as error."""
+        active = self.by_state("active")
+        if not active:
+            fresh = self._delegate_fresh()
+            if fresh is None:
+                return
+            active = [fresh.attempt_id]
+        tracked = self.pick(active, index)
         self._started(tracked)
         aid = tracked.attempt_id
         self.sup.cancel_sync(aid, None, None)
