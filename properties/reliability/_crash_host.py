@@ -118,10 +118,10 @@ def _plan(prompt: str) -> tuple[ToolCallPart, ...]:
     )
 
 
-WAIT_SECONDS = 0.25
+WAIT_SECONDS = 0.2
 """How long a waiting run's parent waits for its first attempt (children take
 0.1-0.7 s: some waits take the result in-band, the rest time out)."""
-WAIT_EVERY = 4
+WAIT_EVERY = 5
 
 
 def _wait(prompt: str) -> float | None:
@@ -134,7 +134,7 @@ def _wait(prompt: str) -> float | None:
 
 planner = scripted_planner(_plan, delegated="delegated", wait=_wait)
 """A scripted parent: ``plan KEY k=N`` delegates N background attempts in one
-turn, one run in four then waits (bounded) on its first attempt, and then says
+turn, one run in five then waits (bounded) on its first attempt, and then says
 ``delegated``; a continuation answers with the result's last line."""
 
 
