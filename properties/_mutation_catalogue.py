@@ -327,6 +327,20 @@ _ACCEPT = (
         "acceptance validation lets fencing generation 0 through (off by one)",
         "fencing",
     ),
+    _k(
+        "K29b-accept-allows-cancellation-reason",
+        '        "cancellation_reason",\n        "delivery_claim",\n',
+        '        "delivery_claim",\n',
+        "acceptance validation lets a record arrive with a cancellation reason",
+        "fencing-gaps",
+    ),
+    _k(
+        "K29c-accept-allows-continuation-run",
+        '        "terminal_at",\n        "continuation_run_id",\n',
+        '        "terminal_at",\n',
+        "acceptance validation lets a record arrive naming a continuation run",
+        "fencing-gaps",
+    ),
 )
 
 _DELIVERY = (

@@ -125,6 +125,12 @@ def acceptance_problems(record: AttemptRecord) -> list[str]:
         problems.append("has terminal fields")
     if record.failure_category is not None or record.delivered_claim_id is not None:
         problems.append("has terminal or delivery evidence")
+    if record.cancellation_reason is not None:
+        problems.append("has a cancellation reason")
+    if record.continuation_run_id is not None:
+        problems.append("names a continuation run")
+    if record.automatic_continuation_suppressed_by_run_id is not None:
+        problems.append("suppresses automatic continuation")
     if not lease.host_instance_id or lease.fencing_generation <= 0:
         problems.append("owner lease has no host or a generation <= 0")
     if not _finite(lease.heartbeat_at, lease.lease_expires_at, record.accepted_at):

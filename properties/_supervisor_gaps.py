@@ -3,9 +3,9 @@
 :class:`SupervisorGapsMachine` is the supervisor machine plus:
 
 - every delivery of a result whose child completed or failed with an outcome
-  by callback or the parent's turn carries that child's context delta (the
-  machine checked only that no delta arrives twice, so a delivery that dropped
-  the delta passed; its ``wait`` rule notes no delta at all);
+  (by callback, ``wait`` or the parent's turn) carries that child's context
+  delta (the machine checked only that no delta arrives twice, so a delivery
+  that dropped the delta passed);
 - every terminal record's ``failure_category`` matches its status
   (``cancelled`` for cancelled, ``execution_error`` or ``host_process_lost``
   for failed, none for completed);
@@ -22,19 +22,40 @@
 - a child completes with an output of exactly the inline limit, one byte more,
   exactly the artifact limit or one byte more (multi-byte text): inline up to
   the inline limit, an artifact up to the artifact limit, failed past it, and
-  the parent receives the whole output.
+  the parent receives the whole output;
+- store time lands exactly on every live lease's expiry: a lease is live only
+  while ``now < lease_expires_at``, so every attempt is lost at that instant;
+- an attempt cancelled before its child launched (the store refuses its
+  ``starting`` write for now) ends cancelled with the parent's reason and its
+  child never runs;
+- a child that ignores the cancel request and its task's cancellation has its
+  task cancelled after the grace, and the attempt decides ``cancelled`` after
+  another; when the child then ends on its own (while the store still refuses
+  the commit) the decision stands: the attempt ends cancelled, whatever the late
+  child returned.
+
+The timers of the cancellation grace run on real time (the loop's); the rules
+wait for what the supervisor did (a refused write, the child's end), never for
+a time.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
+import threading
+import time
+from typing import Any
 
+import pykka
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, precondition, rule
 
-from actors import ChildControl, ChildOutcome, ChildRequest
+from actors import BackgroundSubagentError, ChildControl, ChildOutcome, ChildRequest
 from actors._delivery import DELIVERY_RETRIES
-from storage import DeliveryClaim, QuotaExceeded, RetryableStorage
+from actors._messages import Describe
+from storage import DeliveryClaim, Failed, QuotaExceeded, RetryableStorage
 
 from ._factories import StoreFactory
 from ._faults import Fault
@@ -48,11 +69,14 @@ from ._supervisor import (
     SESSION,
     SETTLE,
     SLOW_CALL,
+    SUBAGENTS,
     Child,
     Children,
     Delivery,
     SupervisorMachine,
+    Tracked,
     _from_result,
+    _from_wait,
 )
 
 SIZES = {
@@ -112,19 +136,57 @@ class DeafChild(Child):
                 self.turn_taken.notify_all()
 
 
+class StubbornChild(Child):
+    """A child script that ignores every cancellation: the cooperative request goes
+    unheard and its task's cancellation is swallowed (counted in ``aborts``). Only a
+    command (``complete``, ``fail``) ends it."""
+
+    def __init__(self, attempt_id: str) -> None:
+        super().__init__(attempt_id)
+        self.aborts = 0
+
+    async def run(self, request: ChildRequest, control: ChildControl) -> ChildOutcome:
+        inbox: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+        with self.lock:
+            self.runs += 1
+            self.loop = asyncio.get_running_loop()
+            self.inbox = inbox
+        self.started.set()
+        try:
+            while True:
+                try:
+                    kind, text = await inbox.get()
+                except asyncio.CancelledError:
+                    with self.lock:
+                        self.aborts += 1
+                    continue  # it ignores its task's cancellation too
+                if kind == "complete":
+                    return ChildOutcome.completed(text, context_delta=self.delta)
+                return ChildOutcome.failed(text, context_delta=self.delta)
+        finally:
+            self.ended.set()
+
+
 class DeafableChildren(Children):
-    """The runner: the next child it creates is deaf to cancellation when asked."""
+    """The runner: the next child it creates is deaf to cancellation, or stubborn
+    (deaf to its task's cancellation as well), when asked."""
 
     def __init__(self) -> None:
         super().__init__()
         self.next_deaf = False
+        self.next_stubborn = False
 
     def get(self, attempt_id: str) -> Child:
         with self.lock:
             child = self.scripts.get(attempt_id)
             if child is None:
-                child = self.scripts[attempt_id] = DeafChild(attempt_id, deaf=self.next_deaf)
-                self.next_deaf = False
+                if self.next_stubborn:
+                    child = StubbornChild(attempt_id)
+                    self.next_stubborn = False
+                else:
+                    child = DeafChild(attempt_id, deaf=self.next_deaf)
+                    self.next_deaf = False
+                self.scripts[attempt_id] = child
             return child
 
 
@@ -147,6 +209,9 @@ class SupervisorGapsMachine(SupervisorMachine):
         self.rare = 0
         self.children: DeafableChildren = DeafableChildren()
         self.deafened = 0
+        self.exact_expiries = 0
+        self.early_cancels = 0
+        self.stubborn = 0
 
     def note_delivery(self, delivery: Delivery) -> None:
         super().note_delivery(delivery)
@@ -157,9 +222,7 @@ class SupervisorGapsMachine(SupervisorMachine):
         child_outcome = status == "completed" or (
             status == "failed" and error is not None and error.startswith("fail-text")
         )
-        # The parent's wait rule notes no delta (it builds its Delivery without one).
-        carried = delivery.channel != "wait"
-        if child_outcome and carried and delivery.delta != f"delta-{delivery.attempt_id}":
+        if child_outcome and delivery.delta != f"delta-{delivery.attempt_id}":
             raise self.violation(
                 f"{delivery.channel} delivered {delivery.attempt_id} ({status}) without its "
                 f"child's context delta (got {delivery.delta!r})"
@@ -339,15 +402,7 @@ class SupervisorGapsMachine(SupervisorMachine):
         result = self.sup.wait_sync(aid, timeout_seconds=0)
         if result.delivery_status != "delivered":
             raise self.violation(f"the wait after a failed artifact load returned {result!r}")
-        self.note_delivery(
-            Delivery(
-                attempt_id=aid,
-                channel="wait",
-                status=result.status,
-                output=result.result,
-                error=result.error,
-            )
-        )
+        self.note_delivery(_from_wait(result, aid))
 
     @precondition(
         lambda self: not self.closed and bool(self.by_state("active")) and not self.lapses
@@ -400,19 +455,21 @@ class SupervisorGapsMachine(SupervisorMachine):
         self.path("lease", "lapsed under a deaf child")
 
     @precondition(
-        lambda self: (
-            not self.closed
-            and not self.with_callback
-            and bool(self.by_state("active"))
-            and self.expired_cancels < 1
-        )
+        lambda self: not self.closed and not self.with_callback and self.expired_cancels < 1
     )
     @rule(index=st.integers(0, 7))
     def cancelled_result_delivered_after_its_retention(self, index: int) -> None:
-        """The parent cancels a running attempt, then store time passes its retention
-        (every other lease lapses on the way) and expiry runs: the cancelled result, still
-        undelivered, reaches the parent with no output and the expiry summary as error."""
-        tracked = self.pick(self.by_state("active"), index)
+        """The parent cancels a running attempt (delegated here when none is active), then
+        store time passes its retention (every other lease lapses on the way) and expiry
+        runs: the cancelled result, still undelivered, reaches the parent with no output
+        and the expiry summary as error."""
+        active = self.by_state("active")
+        if not active:
+            fresh = self._delegate_fresh()
+            if fresh is None:
+                return
+            active = [fresh.attempt_id]
+        tracked = self.pick(active, index)
         self._started(tracked)
         aid = tracked.attempt_id
         self.sup.cancel_sync(aid, None, None)
@@ -439,16 +496,169 @@ class SupervisorGapsMachine(SupervisorMachine):
                 f"expired cancelled result {aid} delivered output {result.result!r}, "
                 f"error {result.error!r}"
             )
-        self.note_delivery(
-            Delivery(
-                attempt_id=aid,
-                channel="wait",
-                status=result.status,
-                output=result.result,
-                error=result.error,
-            )
-        )
+        self.note_delivery(_from_wait(result, aid))
         self.path("wait", "cancelled result after its retention")
+
+    # -- cancellation and lease expiry, judged by the spec's rules ----------------------------
+
+    def _quiet(self) -> None:
+        """Drop the injected faults still planned (the scripted rules below plan their own;
+        a precondition on them would depend on how far the supervisor's threads got)."""
+        self.faulty.clear()
+
+    def _delegate_fresh(self) -> Tracked | None:
+        """Delegate to a new agent (no checks: the ``delegate`` rule has them); ``None``
+        when the supervisor refuses (a quota)."""
+        try:
+            result = self.sup.delegate_sync(SUBAGENTS[0], self.fresh("prompt"))
+        except BackgroundSubagentError as exc:
+            self.path("delegate", f"refused ({type(exc).__name__})")
+            return None
+        self.agents[result.agent_id] = SUBAGENTS[0]
+        tracked = self.tracked[result.attempt_id] = Tracked(
+            attempt_id=result.attempt_id, agent_id=result.agent_id, subagent=SUBAGENTS[0]
+        )
+        return tracked
+
+    def _leases_renewed_at(self, active: list[str], expiry: float) -> bool:
+        """Wait until every attempt of ``active`` holds a lease expiring at ``expiry``
+        (heartbeats renew on real time; store time stands still meanwhile)."""
+        deadline = time.monotonic() + SETTLE
+        while time.monotonic() < deadline:
+            leases = [r.owner_lease.lease_expires_at for a in active if (r := self._load(a))]
+            if leases == [expiry] * len(active):
+                return True
+            time.sleep(0.002)
+        return False
+
+    @precondition(
+        lambda self: not self.closed and bool(self.by_state("active")) and self.exact_expiries < 1
+    )
+    @rule()
+    def store_time_lands_exactly_on_every_lease_expiry(self) -> None:
+        """Every live lease was renewed at the current store time; store time then moves
+        by exactly the lease TTL. A lease is live only while now < lease_expires_at, so
+        at its expiry instant the owner may neither heartbeat nor write: every attempt
+        is lost."""
+        self._quiet()
+        active = self.by_state("active")
+        expiry = self.clock.now() + LEASE_TTL
+        if not self._leases_renewed_at(active, expiry):
+            raise self.violation(f"the leases of {active} were not renewed to {expiry}")
+        self.exact_expiries += 1
+        self.lapses += 1
+        self.clock.advance(LEASE_TTL)
+        self.drift = 0.0
+        for attempt_id in active:
+            if self.ended(attempt_id) != "lost":
+                raise self.violation(
+                    f"{attempt_id} did not end lost when store time reached its lease expiry"
+                )
+            self.tracked[attempt_id].state = "lost"
+        self.path("lease", "store time at the expiry instant")
+
+    @precondition(lambda self: not self.closed and self.early_cancels < 1)
+    @rule(reason=st.sampled_from([None, "changed plans"]))
+    def cancel_before_the_child_launched(self, reason: str | None) -> None:
+        """The store refuses every execution write (transiently), so a new attempt cannot
+        persist ``starting`` and its child is not launched; the parent cancels it, then
+        the store takes writes again. An attempt cancelled before its child launched has
+        nothing to wait for: it ends cancelled with the parent's reason, and its child
+        never runs."""
+        self._quiet()
+        op = "update_attempt_execution"
+        refused = self.faulty.when_failed(op, self.faulty.failures[op] + 1)
+        self.faulty.fail_always(op, lambda: RetryableStorage("injected: execution refused"))
+        try:
+            tracked = self._delegate_fresh()
+            if tracked is None:
+                return
+            if not refused.wait(SETTLE):
+                raise self.violation(f"{tracked.attempt_id} never tried to persist starting")
+            result = self.sup.cancel_sync(tracked.attempt_id, reason, None)
+        finally:
+            self.faulty.fail_always(op, None)
+        self.early_cancels += 1
+        if result.status not in ("cancellation_requested", "cancelled"):
+            raise self.violation(f"cancel before the launch answered {result!r}")
+        tracked.cancel_reason = reason or "cancelled by the parent"
+        message = f"Background subagent was cancelled: {tracked.cancel_reason}"
+        tracked.expect = ("cancelled", None, message)
+        self.settle_end(tracked)
+        child = self.children.get(tracked.attempt_id)
+        if child.started.is_set() or child.runs:
+            raise self.violation(
+                f"the child of {tracked.attempt_id} ran though its attempt was cancelled "
+                "before it launched"
+            )
+        self.path("cancel", "before the child launched")
+
+    def _child_end_handled(self, child: Child, attempt_id: str) -> None:
+        """Return once the attempt actor handled its child's end (or has stopped): the
+        loop tells ``ChildFinished`` from the task's done callback, before a callback
+        queued two loop turns after the child's ``ended``; the actor answers
+        ``Describe`` after every message told before it."""
+        loop = child.loop
+        assert loop is not None
+        turned = threading.Event()
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(lambda: loop.call_soon(turned.set))
+        turned.wait(SETTLE)
+        ref = pykka.ActorRegistry.get_by_urn(f"urn:{attempt_id}")
+        if ref is None:
+            return
+        reply: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        with contextlib.suppress(pykka.ActorDeadError):
+            ref.tell(Describe(reply=reply))
+            with contextlib.suppress(Exception):
+                reply.result(timeout=SETTLE)
+
+    @precondition(lambda self: not self.closed and self.stubborn < 1)
+    @rule(how=st.sampled_from(["complete", "fail"]), reason=st.sampled_from([None, "too slow"]))
+    def a_child_that_ignores_every_cancellation_ends_after_the_decision(
+        self, how: str, reason: str | None
+    ) -> None:
+        """A running child ignores the parent's cancel and its task's cancellation, and
+        the store refuses terminal commits for now. After the grace the child's task is
+        cancelled, after another the attempt decides ``cancelled`` without it; then the
+        child ends on its own (``how``) and the store takes commits again. The decision
+        was taken once: the attempt ends cancelled with the parent's reason, whatever the
+        late child returned."""
+        self._quiet()
+        self.children.next_stubborn = True
+        try:
+            tracked = self._delegate_fresh()
+            if tracked is None:
+                return
+            self.children.get(tracked.attempt_id)  # its script: the stubborn one
+        finally:
+            self.children.next_stubborn = False
+        child = self._started(tracked)
+        if not isinstance(child, StubbornChild):
+            raise self.violation(f"the child of {tracked.attempt_id} is not the stubborn one")
+        self.stubborn += 1
+        op = "commit_terminal"
+        decided = self.faulty.when_failed(op, self.faulty.failures[op] + 1)
+        self.faulty.fail_always(op, lambda: Failed("injected: terminal commit refused"))
+        try:
+            self.sup.cancel_sync(tracked.attempt_id, reason, None)
+            tracked.cancel_reason = reason or "cancelled by the parent"
+            if not decided.wait(SETTLE):
+                raise self.violation(
+                    f"{tracked.attempt_id} never decided though its child ignored cancellation"
+                )
+            if not child.send(how, self.fresh(f"{how}-late")) or not child.ended.wait(SETTLE):
+                raise self.violation(f"the stubborn child of {tracked.attempt_id} did not end")
+            self._child_end_handled(child, tracked.attempt_id)
+        finally:
+            self.faulty.fail_always(op, None)
+            child.send("complete", "teardown")  # never left running (a no-op once it ended)
+        if child.aborts < 1:
+            raise self.violation(f"the cancelled child of {tracked.attempt_id} was never aborted")
+        message = f"Background subagent was cancelled: {tracked.cancel_reason}"
+        tracked.expect = ("cancelled", None, message)
+        self.settle_end(tracked)
+        self.path("child", "ended after the decision")
 
     @invariant()
     def failure_category_matches_status(self) -> None:

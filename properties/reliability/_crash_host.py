@@ -57,6 +57,7 @@ import sys
 import threading
 import time
 import traceback
+import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -117,10 +118,24 @@ def _plan(prompt: str) -> tuple[ToolCallPart, ...]:
     )
 
 
-planner = scripted_planner(_plan, delegated="delegated")
+WAIT_SECONDS = 0.2
+"""How long a waiting run's parent waits for its first attempt (children take
+0.1-0.7 s: some waits take the result in-band, the rest time out)."""
+WAIT_EVERY = 5
+
+
+def _wait(prompt: str) -> float | None:
+    """One ``plan`` run in :data:`WAIT_EVERY` (by a digest of its key) waits once."""
+    match = _PLAN.match(prompt)
+    if match is None or zlib.crc32(match.group(1).encode()) % WAIT_EVERY:
+        return None
+    return WAIT_SECONDS
+
+
+planner = scripted_planner(_plan, delegated="delegated", wait=_wait)
 """A scripted parent: ``plan KEY k=N`` delegates N background attempts in one
-turn and then says ``delegated``; a continuation answers with the result's
-last line."""
+turn, one run in five then waits (bounded) on its first attempt, and then says
+``delegated``; a continuation answers with the result's last line."""
 
 
 class _Wire:

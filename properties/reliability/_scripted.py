@@ -72,23 +72,50 @@ def collect_facts(prompt: str) -> tuple[ToolCallPart, ...]:
     return (call,)
 
 
+def first_delegated(returns: Sequence[ToolReturnPart]) -> str | None:
+    """The attempt id of the first ``delegate`` that was accepted among ``returns``."""
+    for part in returns:
+        content = part.content
+        if part.tool_name == "delegate" and isinstance(content, dict):
+            attempt_id = content.get("attempt_id")
+            if isinstance(attempt_id, str):
+                return attempt_id
+    return None
+
+
 def scripted_planner(
     calls: Callable[[str], Sequence[ToolCallPart]] = collect_facts,
     *,
     delegated: str = "delegated; carrying on",
+    wait: Callable[[str], float | None] | None = None,
 ) -> PlannerFunction:
     """A scripted parent: a fresh prompt makes ``calls(prompt)`` in one turn (none:
     it answers ``nothing to delegate``); once the tools returned it answers
-    ``delegated``; a continuation answers with the result's last line."""
+    ``delegated``; a continuation answers with the result's last line. With
+    ``wait``, a prompt for which ``wait(prompt)`` is a number of seconds first makes
+    one bounded ``wait_subagent`` on the first accepted attempt (the run may take
+    the result in-band), then answers ``delegated``."""
 
     def planner(messages: Sequence[ModelMessage], params: ModelRequestParameters) -> ModelResponse:
         prompt = latest_prompt(messages)
         if prompt.startswith("Background subagent result"):
             return ModelResponse(parts=(TextPart(content="continued: " + prompt.splitlines()[-1]),))
         last = messages[-1]
-        if isinstance(last, ModelRequest) and any(
-            isinstance(p, ToolReturnPart) for p in last.parts
-        ):
+        returns = (
+            [p for p in last.parts if isinstance(p, ToolReturnPart)]
+            if isinstance(last, ModelRequest)
+            else []
+        )
+        if returns:
+            seconds = wait(prompt) if wait is not None else None
+            attempt_id = first_delegated(returns)
+            if seconds is not None and attempt_id is not None:
+                call = ToolCallPart(
+                    tool_name="wait_subagent",
+                    args={"attempt_id": attempt_id, "timeout_seconds": seconds},
+                    tool_call_id="call-wait",
+                )
+                return ModelResponse(parts=(call,))
             return ModelResponse(parts=(TextPart(content=delegated),))
         parts = tuple(calls(prompt))
         if not parts:
