@@ -40,6 +40,7 @@ ONE_FIELD_OFF: dict[str, tuple[str, object]] = {
     "cancellation_reason": ("cancellation_reason", "cancelled early"),
     "continuation_run_id": ("continuation_run_id", "run-x"),
     "suppressed": ("automatic_continuation_suppressed_by_run_id", "run-x"),
+    "delivered_to_run_id": ("delivered_to_run_id", "run-x"),
 }
 """Acceptances wrong in one field only (the fencing machine's malformed ones are wrong
 in two fields at once, e.g. a claimed status with its claim, so one check hides another)."""

@@ -131,6 +131,8 @@ def acceptance_problems(record: AttemptRecord) -> list[str]:
         problems.append("names a continuation run")
     if record.automatic_continuation_suppressed_by_run_id is not None:
         problems.append("suppresses automatic continuation")
+    if record.delivered_to_run_id is not None:
+        problems.append("names a consumer run")
     if not lease.host_instance_id or lease.fencing_generation <= 0:
         problems.append("owner lease has no host or a generation <= 0")
     if not _finite(lease.heartbeat_at, lease.lease_expires_at, record.accepted_at):

@@ -2145,6 +2145,7 @@ def _validate_acceptance(record: AttemptRecord) -> None:
         "terminal_fingerprint",
         "terminal_at",
         "continuation_run_id",
+        "delivered_to_run_id",
     ):
         if getattr(record, name) is not None:
             problems.append(name)

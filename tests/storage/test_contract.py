@@ -191,6 +191,7 @@ def test_acceptance_needs_an_existing_active_session(
         {"result_ref": storage.ResultRef(content="early")},
         {"terminal_at": 1.0},
         {"updated_at": 1.0},
+        {"delivered_to_run_id": "run-that-never-consumed-it"},
     ],
     ids=lambda c: next(iter(c)),
 )
