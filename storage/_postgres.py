@@ -48,8 +48,14 @@ Time. :class:`PostgresClock` (the default clock) reads the database server's
 (read in the same round trip as BEGIN, by the statement that takes the
 snapshot; every call in the transaction returns that instant), so
 every host sharing the database agrees on lease expiry regardless of their own
-clocks. Outside a transaction it asks the server on a pooled connection. Tests
-pass a :class:`~storage.ManualClock` instead.
+clocks. Outside a transaction it is the latest such reading advanced by the
+local monotonic clock, while that reading is at most ``clock_reuse_seconds``
+(1 s) old, else one query on a pooled connection: a busy store never spends a
+round trip on the clock. Tests pass a :class:`~storage.ManualClock` instead.
+
+Statements. Each transaction runs on one cursor; every per-table statement is
+prepared on its connection the first time it runs there, and later runs send
+only their parameters.
 
 Errors (never a raw psycopg exception):
 
@@ -112,6 +118,10 @@ DEFAULT_MAX_ATTEMPTS = 30
 """Serialization retries per write: enough for dozens of writers on one row."""
 CONNECTION_ATTEMPTS = 3
 """Transactions tried per write when the connection is lost before COMMIT."""
+
+CLOCK_REUSE_SECONDS = 1.0
+"""How long a server clock reading serves :meth:`PostgresBackend.server_now`
+(advanced by the local monotonic clock) before the server is asked again."""
 
 _CLOCK_SQL = "SELECT extract(epoch FROM clock_timestamp())::float8"
 _IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -484,12 +494,16 @@ class _PgTxn:
     caller's function swallowed the mapped error.
     """
 
-    __slots__ = ("_conn", "_now", "_sql", "failure", "writable")
+    __slots__ = ("_conn", "_cur", "_now", "_sql", "failure", "writable")
 
     def __init__(
         self, conn: psycopg.Connection[Any], sql: dict[str, _TableSql], *, writable: bool
     ) -> None:
         self._conn = conn
+        # One cursor for the whole transaction: every statement's rows are fetched
+        # before the next one runs, so nothing is lost by sharing it, and psycopg
+        # sets a cursor up (adapters, result state) once instead of per statement.
+        self._cur: psycopg.Cursor[Any] = conn.cursor(binary=True)
         self._sql = sql
         self.writable = writable
         self.failure: BaseException | None = None
@@ -500,6 +514,11 @@ class _PgTxn:
         """The server process id of this transaction's connection."""
         pid: int = self._conn.info.backend_pid
         return pid
+
+    @property
+    def cursor(self) -> psycopg.Cursor[Any]:
+        """The transaction's cursor (the backend sends BEGIN and COMMIT on it)."""
+        return self._cur
 
     def _table(self, table: str) -> _TableSql:
         try:
@@ -513,7 +532,9 @@ class _PgTxn:
         if self.failure is not None:
             raise map_error(self.failure, op=op, table=table, key=key)
         try:
-            return self._conn.execute(query, params, binary=True)
+            # Prepared on first use (the statements are few and fixed per table):
+            # later executions send only the parameters.
+            return self._cur.execute(query, params, prepare=True)
         except Exception as exc:
             pg = importlib.import_module("psycopg")
             if not isinstance(exc, pg.Error):
@@ -596,7 +617,8 @@ class PostgresBackend:
     the most connections this backend holds; ``pool_timeout`` how long an
     operation waits for one before :class:`~storage.RetryableStorage`.
     ``migrate`` applies missing migrations on open; without it, an unmigrated
-    database raises :class:`~storage.Failed`.
+    database raises :class:`~storage.Failed`. ``clock_reuse_seconds``: how long
+    a server clock reading serves :meth:`server_now` (0: ask every time).
 
     Threads: every method may be called from any thread; ``fn`` runs on the
     calling thread with one pooled connection, and must not call the backend
@@ -614,6 +636,7 @@ class PostgresBackend:
         connect_timeout: float = 10.0,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         migrate: bool = True,
+        clock_reuse_seconds: float = CLOCK_REUSE_SECONDS,
     ) -> None:
         if pool_size < 1:
             raise ValueError("pool_size must be at least 1")
@@ -626,6 +649,12 @@ class PostgresBackend:
         self.schema = schema
         self.max_attempts = max_attempts
         self.pool_timeout = pool_timeout
+        if clock_reuse_seconds < 0:
+            raise ValueError("clock_reuse_seconds must not be negative")
+        self.clock_reuse_seconds = clock_reuse_seconds
+        self._monotonic: Callable[[], float] = time.monotonic
+        # (server epoch seconds, local monotonic seconds when it arrived); never reused at first.
+        self._reading: tuple[float, float] = (0.0, -float("inf"))
         if migrate:
             _migrate(dsn, schema=schema, connect_timeout=connect_timeout)
         version = schema_version(dsn, schema=schema, connect_timeout=connect_timeout)
@@ -689,8 +718,31 @@ class PostgresBackend:
         txn: _PgTxn | None = getattr(self._local, "txn", None)
         return txn
 
+    def _observe(self, txn: _PgTxn, now: float) -> None:
+        """``now`` is the server's clock at ``txn``'s start: the transaction's instant,
+        and the latest reading :meth:`server_now` may reuse."""
+        txn.set_now(now)
+        self._reading = (now, self._monotonic())
+
     def server_now(self) -> float:
-        """The server's clock as epoch seconds, outside any transaction."""
+        """The server's clock as epoch seconds, outside any transaction.
+
+        The latest reading of this backend (taken at a transaction's start)
+        advanced by the local monotonic clock, while it is at most
+        ``clock_reuse_seconds`` old; else the server is asked (one round trip).
+        Never ahead of the server's clock by more than the local clock's drift
+        since that reading: a reading is taken at the server and timed here
+        after it arrived.
+        """
+        server, at = self._reading
+        elapsed = self._monotonic() - at
+        if 0.0 <= elapsed <= self.clock_reuse_seconds:
+            return server + elapsed
+        now = self._ask_server()
+        self._reading = (now, self._monotonic())
+        return now
+
+    def _ask_server(self) -> float:
         self._enter()
         try:
             with self._pool.connection(timeout=self.pool_timeout) as conn:
@@ -791,7 +843,7 @@ class PostgresBackend:
         txn = _PgTxn(conn, self._sql, writable=writable)
         try:
             try:
-                txn.set_now(self._begin(conn, writable=writable))
+                self._observe(txn, self._begin(txn.cursor, writable=writable))
             except pg.Error as exc:
                 raise _Abort(exc) from exc
             self._local.txn = txn
@@ -806,20 +858,22 @@ class PostgresBackend:
                     # on a serializable view (else: run fn again).
                     # Nothing is written either way, so a lost connection here
                     # is a plain retryable failure, not an in-doubt commit.
-                    self._commit(conn, "ROLLBACK TO SAVEPOINT subagents_fn; COMMIT", in_doubt=False)
+                    self._commit(
+                        txn.cursor, "ROLLBACK TO SAVEPOINT subagents_fn; COMMIT", in_doubt=False
+                    )
                 raise
             finally:
                 self._local.txn = None
             if txn.failure is not None:
                 raise _Abort(txn.failure)
             # A read-only snapshot has nothing to commit: a failure here changes nothing.
-            self._commit(conn, "COMMIT", in_doubt=writable)
+            self._commit(txn.cursor, "COMMIT", in_doubt=writable)
             return result
         finally:
             self._release(conn)
 
     @staticmethod
-    def _begin(conn: psycopg.Connection[Any], *, writable: bool) -> float:
+    def _begin(cur: psycopg.Cursor[Any], *, writable: bool) -> float:
         """Open the transaction; return the server's clock at its snapshot.
 
         BEGIN, the savepoint (writes) and the clock read go in one round trip
@@ -832,7 +886,8 @@ class PostgresBackend:
             if writable
             else "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; "
         )
-        cur = conn.execute(begin + _CLOCK_SQL, prepare=False)
+        # Text results: a multi-statement string goes by the simple query protocol.
+        cur.execute(begin + _CLOCK_SQL, prepare=False, binary=False)
         while cur.nextset():
             pass
         row = cur.fetchone()
@@ -840,11 +895,11 @@ class PostgresBackend:
             raise Failed("PostgreSQL returned no clock reading at BEGIN")
         return float(row[0])
 
-    def _commit(self, conn: psycopg.Connection[Any], statement: str, *, in_doubt: bool) -> None:
+    def _commit(self, cur: psycopg.Cursor[Any], statement: str, *, in_doubt: bool) -> None:
         """Send ``statement`` (ending in COMMIT). ``in_doubt``: a lost reply leaves
         the outcome unknown (a real write was committing)."""
         try:
-            conn.execute(statement, prepare=False)
+            cur.execute(statement, prepare=False, binary=False)
         except self._pg.Error as exc:
             raise _Abort(exc, at_commit=in_doubt and not _is_serialization(exc)) from exc
 
@@ -883,8 +938,9 @@ class PostgresClock:
     Inside a backend transaction on this thread, ``now()`` is the server's
     clock read when that transaction began (no extra round trip), the same
     instant for the whole transaction (the kernel's "one instant per
-    operation"). Outside one, each call asks the
-    server. ``monotonic()`` is the local monotonic clock (durations only).
+    operation"). Outside one, :meth:`PostgresBackend.server_now`: the latest
+    reading advanced locally while it is recent, else the server's answer.
+    ``monotonic()`` is the local monotonic clock (durations only).
     Safe from any thread.
     """
 
