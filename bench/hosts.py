@@ -136,7 +136,7 @@ async def _host(
             return False
         store, namespace = service.store, service.namespace_id
         open_attempts = store.list_active_attempts(namespace) + store.list_pending_attempts(
-            namespace
+            namespace, session_id
         )
         return all(r.parent_session_id != session_id for r in open_attempts)
 
