@@ -817,6 +817,10 @@ class KernelStore(SessionStore):
 
         return self.backend.read(fn)
 
+    def head_run_id(self, session_id: str) -> str | None:
+        head = self.backend.read(lambda txn: self._head(txn, session_id))
+        return None if head is None else head.run_id
+
     def transition_run(
         self,
         session_id: str,

@@ -616,8 +616,7 @@ class HostService:
 
     def _head_run_id(self, session_id: str) -> str | None:
         """The session's head run (its latest), which a continuation restores from."""
-        runs = self.store.list_runs(session_id)
-        return runs[-1].run_id if runs else None
+        return self.store.head_run_id(session_id)
 
     def _continuation_run(
         self, record: AttemptRecord, head_run_id: str | None
