@@ -53,9 +53,10 @@ local monotonic clock, while that reading is at most ``clock_reuse_seconds``
 (1 s) old, else one query on a pooled connection: a busy store never spends a
 round trip on the clock. Tests pass a :class:`~storage.ManualClock` instead.
 
-Statements. Each transaction runs on one cursor; every per-table statement is
-prepared on its connection the first time it runs there, and later runs send
-only their parameters.
+Statements. Every per-table statement is prepared on a connection the first
+time it runs there; later runs send only their (binary) parameters, straight
+to libpq. BEGIN (with the clock read) and COMMIT are one simple query each, so
+an operation costs its statements plus two round trips.
 
 Errors (never a raw psycopg exception):
 
@@ -86,8 +87,10 @@ from __future__ import annotations
 import importlib
 import random
 import re
+import struct
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from types import ModuleType
@@ -136,6 +139,7 @@ _SERIALIZATION = frozenset({"40001", "40P01"})
 _DISK_FULL = "53100"
 _CONNECTION_LOST = frozenset({"57P01", "57P02", "57P03"})
 _TRANSIENT = frozenset({"53300", "53200", "55P03"})
+_CONNECTION_LOST_B = frozenset(s.encode() for s in _CONNECTION_LOST)
 
 
 class DriverMissing(Failed):
@@ -245,34 +249,89 @@ class _Abort(Exception):
         self.at_commit = at_commit
 
 
+def _result_error(conn: psycopg.Connection[Any], res: Any) -> BaseException:
+    """The psycopg error of a failed libpq result: the server's (with its SQLSTATE),
+    or :class:`psycopg.OperationalError` when the connection itself is gone."""
+    pg = importlib.import_module("psycopg")
+    if conn.pgconn.status == pg.pq.ConnStatus.BAD:
+        message = res.error_message.decode(errors="replace").strip() or "connection lost"
+        state = res.error_field(pg.pq.DiagnosticField.SQLSTATE)
+        if state is None or not (state.startswith(b"08") or state in _CONNECTION_LOST_B):
+            return pg.OperationalError(message)
+    exc: BaseException = pg.errors.error_from_result(res, encoding=conn.info.encoding)
+    return exc
+
+
+def _simple(conn: psycopg.Connection[Any], statement: str) -> Any:
+    """Run ``statement`` (maybe several, text results) as one simple query on libpq;
+    the last statement's result. A failed one raises its psycopg error."""
+    pg = importlib.import_module("psycopg")
+    res = conn.pgconn.exec_(statement.encode())
+    if res.status not in (pg.pq.ExecStatus.TUPLES_OK, pg.pq.ExecStatus.COMMAND_OK):
+        raise _result_error(conn, res)
+    return res
+
+
 # -- SQL --------------------------------------------------------------------------------------
+
+
+_BYTEA = 17
+_INT8 = 20
+
+
+@dataclass(frozen=True)
+class _Stmt:
+    """One statement run by name on the libpq connection: ``$n`` parameters of
+    ``types`` (binary), binary results. Prepared on a connection at first use."""
+
+    name: bytes
+    text: bytes
+    types: tuple[int, ...]
 
 
 @dataclass(frozen=True)
 class _TableSql:
-    get: str
-    put: str
-    delete: str
-    scan_from: str
-    scan_from_to: str
-    scan_after: str
-    scan_after_to: str
+    get: _Stmt
+    put: _Stmt
+    delete: _Stmt
+    scan_from: _Stmt
+    scan_from_to: _Stmt
+    scan_after: _Stmt
+    scan_after_to: _Stmt
 
 
-def _table_sql(qualified: str) -> _TableSql:
+def _table_sql(qualified: str, table: str) -> _TableSql:
     cols = f"SELECT k, v FROM {qualified} WHERE"
+
+    def stmt(kind: str, text: str, *types: int) -> _Stmt:
+        return _Stmt(name=f"subagents_{table}_{kind}".encode(), text=text.encode(), types=types)
+
     return _TableSql(
-        get=f"SELECT v FROM {qualified} WHERE k = %b",
-        put=(
-            f"INSERT INTO {qualified} (k, v) VALUES (%b, %b) "
-            "ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v"
+        get=stmt("get", f"SELECT v FROM {qualified} WHERE k = $1", _BYTEA),
+        put=stmt(
+            "put",
+            f"INSERT INTO {qualified} (k, v) VALUES ($1, $2) "
+            "ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
+            _BYTEA,
+            _BYTEA,
         ),
-        delete=f"DELETE FROM {qualified} WHERE k = %b RETURNING 1",
-        scan_from=f"{cols} k >= %b ORDER BY k LIMIT %b",
-        scan_from_to=f"{cols} k >= %b AND k < %b ORDER BY k LIMIT %b",
-        scan_after=f"{cols} k > %b ORDER BY k LIMIT %b",
-        scan_after_to=f"{cols} k > %b AND k < %b ORDER BY k LIMIT %b",
+        delete=stmt("delete", f"DELETE FROM {qualified} WHERE k = $1 RETURNING 1", _BYTEA),
+        scan_from=stmt("from", f"{cols} k >= $1 ORDER BY k LIMIT $2", _BYTEA, _INT8),
+        scan_from_to=stmt(
+            "from_to", f"{cols} k >= $1 AND k < $2 ORDER BY k LIMIT $3", _BYTEA, _BYTEA, _INT8
+        ),
+        scan_after=stmt("after", f"{cols} k > $1 ORDER BY k LIMIT $2", _BYTEA, _INT8),
+        scan_after_to=stmt(
+            "after_to", f"{cols} k > $1 AND k < $2 ORDER BY k LIMIT $3", _BYTEA, _BYTEA, _INT8
+        ),
     )
+
+
+_CLOCK_STMT = _Stmt(name=b"subagents_clock", text=_CLOCK_SQL.encode(), types=())
+
+
+def _int8(value: int) -> bytes:
+    return value.to_bytes(8, "big", signed=True)
 
 
 # -- migrations -------------------------------------------------------------------------------
@@ -494,16 +553,22 @@ class _PgTxn:
     caller's function swallowed the mapped error.
     """
 
-    __slots__ = ("_conn", "_cur", "_now", "_sql", "failure", "writable")
+    __slots__ = ("_conn", "_now", "_pgconn", "_prepared", "_sql", "failure", "writable")
 
     def __init__(
-        self, conn: psycopg.Connection[Any], sql: dict[str, _TableSql], *, writable: bool
+        self,
+        conn: psycopg.Connection[Any],
+        sql: dict[str, _TableSql],
+        *,
+        writable: bool,
+        prepared: set[bytes],
     ) -> None:
         self._conn = conn
-        # One cursor for the whole transaction: every statement's rows are fetched
-        # before the next one runs, so nothing is lost by sharing it, and psycopg
-        # sets a cursor up (adapters, result state) once instead of per statement.
-        self._cur: psycopg.Cursor[Any] = conn.cursor(binary=True)
+        # Statements go straight to libpq (PQexecPrepared: binary parameters,
+        # binary rows), bypassing the cursor layer: for one-row key-value
+        # statements that layer costs more CPU than the round trip.
+        self._pgconn = conn.pgconn
+        self._prepared = prepared
         self._sql = sql
         self.writable = writable
         self.failure: BaseException | None = None
@@ -515,11 +580,6 @@ class _PgTxn:
         pid: int = self._conn.info.backend_pid
         return pid
 
-    @property
-    def cursor(self) -> psycopg.Cursor[Any]:
-        """The transaction's cursor (the backend sends BEGIN and COMMIT on it)."""
-        return self._cur
-
     def _table(self, table: str) -> _TableSql:
         try:
             return self._sql[table]
@@ -528,13 +588,15 @@ class _PgTxn:
                 "no such table in this backend", table=table, tables=sorted(self._sql)
             ) from None
 
-    def _exec(self, query: str, params: tuple[Any, ...], op: str, table: str, key: bytes) -> Any:
+    def _exec(
+        self, stmt: _Stmt, params: Sequence[bytes], op: str, table: str, key: bytes
+    ) -> list[tuple[bytes, ...]]:
+        """Run ``stmt``; its rows (each column's bytes). Database errors are mapped
+        and remembered (the transaction is aborted)."""
         if self.failure is not None:
             raise map_error(self.failure, op=op, table=table, key=key)
         try:
-            # Prepared on first use (the statements are few and fixed per table):
-            # later executions send only the parameters.
-            return self._cur.execute(query, params, prepare=True)
+            return self._rows(stmt, params)
         except Exception as exc:
             pg = importlib.import_module("psycopg")
             if not isinstance(exc, pg.Error):
@@ -542,14 +604,36 @@ class _PgTxn:
             self.failure = exc
             raise map_error(exc, op=op, table=table, key=key) from exc
 
+    def _rows(self, stmt: _Stmt, params: Sequence[bytes]) -> list[tuple[bytes, ...]]:
+        pg = importlib.import_module("psycopg")
+        pgconn = self._pgconn
+        ok = (pg.pq.ExecStatus.TUPLES_OK, pg.pq.ExecStatus.COMMAND_OK)
+        if stmt.name not in self._prepared:
+            # Prepared statements outlive transactions (even rolled back ones).
+            res = pgconn.prepare(stmt.name, stmt.text, stmt.types)
+            if res.status not in ok:
+                raise self._error(res)
+            self._prepared.add(stmt.name)
+        res = pgconn.exec_prepared(stmt.name, params, [1] * len(params), 1)
+        if res.status not in ok:
+            raise self._error(res)
+        width = res.nfields
+        return [
+            tuple(bytes(res.get_value(row, col) or b"") for col in range(width))
+            for row in range(res.ntuples)
+        ]
+
+    def _error(self, res: Any) -> BaseException:
+        return _result_error(self._conn, res)
+
     def _writable(self, table: str, key: bytes) -> None:
         if not self.writable:
             raise Failed("write in a read transaction", table=table, key=key)
 
     def get(self, table: str, key: bytes) -> bytes | None:
         sql = self._table(table)
-        row = self._exec(sql.get, (key,), "get", table, key).fetchone()
-        return None if row is None else bytes(row[0])
+        rows = self._exec(sql.get, (key,), "get", table, key)
+        return rows[0][0] if rows else None
 
     def put(self, table: str, key: bytes, value: bytes) -> None:
         sql = self._table(table)
@@ -559,7 +643,7 @@ class _PgTxn:
     def delete(self, table: str, key: bytes) -> bool:
         sql = self._table(table)
         self._writable(table, key)
-        return self._exec(sql.delete, (key,), "delete", table, key).fetchone() is not None
+        return bool(self._exec(sql.delete, (key,), "delete", table, key))
 
     def scan(
         self, table: str, prefix: bytes = b"", start: bytes | None = None
@@ -576,24 +660,20 @@ class _PgTxn:
         size = _PAGE_FIRST
         rows = self._page((sql.scan_from, sql.scan_from_to), table, first, end, size)
         while True:
-            for k, v in rows:
-                yield bytes(k), bytes(v)
+            yield from ((row[0], row[1]) for row in rows)
             if len(rows) < size:
                 return
-            last = bytes(rows[-1][0])
+            last = rows[-1][0]
             size = min(size * 4, _PAGE_MAX)
             rows = self._page((sql.scan_after, sql.scan_after_to), table, last, end, size)
 
     def _page(
-        self, queries: tuple[str, str], table: str, lo: bytes, end: bytes | None, size: int
-    ) -> list[Any]:
+        self, queries: tuple[_Stmt, _Stmt], table: str, lo: bytes, end: bytes | None, size: int
+    ) -> list[tuple[bytes, ...]]:
         open_sql, bounded_sql = queries
         if end is None:
-            cur = self._exec(open_sql, (lo, size), "scan", table, lo)
-        else:
-            cur = self._exec(bounded_sql, (lo, end, size), "scan", table, lo)
-        rows: list[Any] = cur.fetchall()
-        return rows
+            return self._exec(open_sql, (lo, _int8(size)), "scan", table, lo)
+        return self._exec(bounded_sql, (lo, end, _int8(size)), "scan", table, lo)
 
     def set_now(self, now: float) -> None:
         self._now = now
@@ -601,8 +681,8 @@ class _PgTxn:
     def db_now(self) -> float:
         """The server's ``clock_timestamp()`` (epoch seconds) at this transaction's start."""
         if self._now is None:
-            row = self._exec(_CLOCK_SQL, (), "clock", "", b"").fetchone()
-            self._now = float(row[0])
+            rows = self._exec(_CLOCK_STMT, (), "clock", "", b"")
+            self._now = struct.unpack("!d", rows[0][0])[0]
         return self._now
 
 
@@ -665,7 +745,12 @@ class PostgresBackend:
                 version=version,
                 latest=LATEST_VERSION,
             )
-        self._sql = {t: _table_sql(f"{quoted}.{_ident('table', TABLE_PREFIX + t)}") for t in tables}
+        self._sql = {
+            t: _table_sql(f"{quoted}.{_ident('table', TABLE_PREFIX + t)}", t) for t in tables
+        }
+        # The statements prepared on each pooled connection (a new connection has none).
+        self._prepared: weakref.WeakKeyDictionary[Any, set[bytes]] = weakref.WeakKeyDictionary()
+        self._prepared_lock = threading.Lock()
         self._local = threading.local()
         self._cond = threading.Condition()
         self._inflight = 0
@@ -840,10 +925,10 @@ class PostgresBackend:
                 # again here would only multiply the caller's wait.
                 raise map_error(exc, op="connect", schema=self.schema) from exc
             raise
-        txn = _PgTxn(conn, self._sql, writable=writable)
+        txn = _PgTxn(conn, self._sql, writable=writable, prepared=self._prepared_on(conn))
         try:
             try:
-                self._observe(txn, self._begin(txn.cursor, writable=writable))
+                self._observe(txn, self._begin(conn, writable=writable))
             except pg.Error as exc:
                 raise _Abort(exc) from exc
             self._local.txn = txn
@@ -858,26 +943,24 @@ class PostgresBackend:
                     # on a serializable view (else: run fn again).
                     # Nothing is written either way, so a lost connection here
                     # is a plain retryable failure, not an in-doubt commit.
-                    self._commit(
-                        txn.cursor, "ROLLBACK TO SAVEPOINT subagents_fn; COMMIT", in_doubt=False
-                    )
+                    self._commit(conn, "ROLLBACK TO SAVEPOINT subagents_fn; COMMIT", in_doubt=False)
                 raise
             finally:
                 self._local.txn = None
             if txn.failure is not None:
                 raise _Abort(txn.failure)
             # A read-only snapshot has nothing to commit: a failure here changes nothing.
-            self._commit(txn.cursor, "COMMIT", in_doubt=writable)
+            self._commit(conn, "COMMIT", in_doubt=writable)
             return result
         finally:
             self._release(conn)
 
     @staticmethod
-    def _begin(cur: psycopg.Cursor[Any], *, writable: bool) -> float:
+    def _begin(conn: psycopg.Connection[Any], *, writable: bool) -> float:
         """Open the transaction; return the server's clock at its snapshot.
 
         BEGIN, the savepoint (writes) and the clock read go in one round trip
-        (several statements: never prepared). The clock read is the first
+        (one simple query of several statements). The clock read is the first
         statement after BEGIN, so it also takes the transaction's snapshot:
         the store's "now" is the instant its reads are taken at.
         """
@@ -886,22 +969,27 @@ class PostgresBackend:
             if writable
             else "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; "
         )
-        # Text results: a multi-statement string goes by the simple query protocol.
-        cur.execute(begin + _CLOCK_SQL, prepare=False, binary=False)
-        while cur.nextset():
-            pass
-        row = cur.fetchone()
-        if row is None:
+        res = _simple(conn, begin + _CLOCK_SQL)
+        raw = res.get_value(0, 0) if res.ntuples else None
+        if raw is None:
             raise Failed("PostgreSQL returned no clock reading at BEGIN")
-        return float(row[0])
+        return float(bytes(raw))
 
-    def _commit(self, cur: psycopg.Cursor[Any], statement: str, *, in_doubt: bool) -> None:
+    def _commit(self, conn: psycopg.Connection[Any], statement: str, *, in_doubt: bool) -> None:
         """Send ``statement`` (ending in COMMIT). ``in_doubt``: a lost reply leaves
         the outcome unknown (a real write was committing)."""
         try:
-            cur.execute(statement, prepare=False, binary=False)
+            _simple(conn, statement)
         except self._pg.Error as exc:
             raise _Abort(exc, at_commit=in_doubt and not _is_serialization(exc)) from exc
+
+    def _prepared_on(self, conn: psycopg.Connection[Any]) -> set[bytes]:
+        """The names of the statements prepared on ``conn`` (used by one thread at a time)."""
+        with self._prepared_lock:
+            found = self._prepared.get(conn)
+            if found is None:
+                found = self._prepared[conn] = set()
+            return found
 
     def _release(self, conn: psycopg.Connection[Any]) -> None:
         pg = self._pg

@@ -438,10 +438,10 @@ def test_a_connection_lost_during_commit_is_failed_in_doubt_not_retryable(
     backend = pg.backend()
     commit = backend._commit
 
-    def lose_connection_then_commit(cur: Any, statement: str, *, in_doubt: bool) -> None:
+    def lose_connection_then_commit(conn: Any, statement: str, *, in_doubt: bool) -> None:
         if statement == "COMMIT":
-            _terminate(pg, cur.connection.info.backend_pid)
-        commit(cur, statement, in_doubt=in_doubt)
+            _terminate(pg, conn.info.backend_pid)
+        commit(conn, statement, in_doubt=in_doubt)
 
     monkeypatch.setattr(backend, "_commit", lose_connection_then_commit)
     with pytest.raises(Failed) as info:
