@@ -1,28 +1,35 @@
-"""Several RPC host processes on one PostgreSQL database: delegations per second, 1, 2 and 4 hosts.
+"""Several RPC host processes on one store: delegations per second and CPU, 1, 2 and 4 hosts.
 
-Run: ``python bench/hosts.py [--quick] [--json] [--admin-dsn DSN] [--hosts 1,2,4]``.
+Run: ``python bench/hosts.py [--quick] [--json] [--admin-dsn DSN] [--hosts 1,2,4]
+[--stores lmdb,postgres] [--rounds N]``.
 
-It creates a database of its own (``--admin-dsn``, default
-``$SUBAGENTS_PG_ADMIN_DSN`` or the local server) and drops it at the end. For
-each host count N it starts N host processes (``open_host(store=URL)``, each
-with its own instance id and fencing generation, the host's default database
-clock) and, after every one has warmed up, lets them run for a fixed time.
-Each host drives ``--sessions`` sessions of its own, each in a loop of one
-whole background delegation, end to end through the host's supervisor:
+Two stores, measured alike: a PostgreSQL database of the bench's own
+(``--admin-dsn``, default ``$SUBAGENTS_PG_ADMIN_DSN`` or the local server;
+emptied before each measurement, dropped at the end), and one LMDB data
+directory shared by the host processes (``shared=True``; a fresh one per
+measurement). For each host count N it starts N host processes (each with its
+own instance id and fencing generation, the store's default clock) and, after
+every one has warmed up, lets them run for a fixed time. Each host drives
+``--sessions`` sessions of its own, each in a loop of one whole background
+delegation, end to end through the host's supervisor:
 
     run.start (parent) -> the parent delegates in the background and finishes
     -> the supervisor runs the child (an offline test model that works 50 ms)
-    and commits its terminal result -> the host's maintenance tick admits the
-    one continuation run -> the continuation completes.
+    and commits its terminal result -> the host admits the one continuation
+    run -> the continuation completes.
 
 A delegation counts when its continuation run has completed (or, when the
 child's result reached the parent while it still ran, when the parent ended
-with nothing left to deliver). Reported: total
-delegations per second, per host, the median latency of one delegation, and
-host CPU milliseconds per delegation (``time.process_time``, steadier than
-wall time on a shared machine; the database server's own CPU is not in it),
-the store's serialization retries, and how many results reached a parent
-in-band (while it still ran) instead of through a continuation run.
+with nothing left to deliver). Reported per measurement: delegations per
+second in total and per host, the median latency of one delegation, host CPU
+milliseconds per delegation (``time.process_time`` of the host processes,
+steadier than wall time on a shared machine; the database server's own CPU is
+not in it), the store's serialization retries and the 1-minute load average
+before and after. The measurements are interleaved (round by round, host count
+by host count, the stores' order alternating), and the summary gives each
+figure's median [min-max] over the rounds and PostgreSQL's CPU per delegation
+over LMDB's, paired round by round. The load averages say what else the
+machine ran: on a shared machine, throughput is the least trustworthy figure.
 
 Each host serves a namespace of its own, so the host that starts a parent also
 admits its continuation (and sees its events in process); every host still
