@@ -257,7 +257,8 @@ def _result_error(conn: psycopg.Connection[Any], res: Any) -> BaseException:
         message = res.error_message.decode(errors="replace").strip() or "connection lost"
         state = res.error_field(pg.pq.DiagnosticField.SQLSTATE)
         if state is None or not (state.startswith(b"08") or state in _CONNECTION_LOST_B):
-            return pg.OperationalError(message)
+            lost: BaseException = pg.OperationalError(message)
+            return lost
     exc: BaseException = pg.errors.error_from_result(res, encoding=conn.info.encoding)
     return exc
 
