@@ -266,9 +266,8 @@ def _result_error(conn: psycopg.Connection[Any], res: Any) -> BaseException:
 def _simple(conn: psycopg.Connection[Any], statement: str) -> Any:
     """Run ``statement`` (maybe several, text results) as one simple query on libpq;
     the last statement's result. A failed one raises its psycopg error."""
-    pg = importlib.import_module("psycopg")
     res = conn.pgconn.exec_(statement.encode())
-    if res.status not in (pg.pq.ExecStatus.TUPLES_OK, pg.pq.ExecStatus.COMMAND_OK):
+    if res.status not in _RESULT_OK:
         raise _result_error(conn, res)
     return res
 
@@ -278,6 +277,9 @@ def _simple(conn: psycopg.Connection[Any], statement: str) -> Any:
 
 _BYTEA = 17
 _INT8 = 20
+_BINARY = (1, 1, 1, 1)
+_RESULT_OK = frozenset({1, 2})
+"""libpq's PGRES_COMMAND_OK and PGRES_TUPLES_OK."""
 
 
 @dataclass(frozen=True)
@@ -288,6 +290,11 @@ class _Stmt:
     name: bytes
     text: bytes
     types: tuple[int, ...]
+
+    @property
+    def formats(self) -> tuple[int, ...]:
+        """Every parameter binary."""
+        return _BINARY[: len(self.types)]
 
 
 @dataclass(frozen=True)
@@ -606,17 +613,15 @@ class _PgTxn:
             raise map_error(exc, op=op, table=table, key=key) from exc
 
     def _rows(self, stmt: _Stmt, params: Sequence[bytes]) -> list[tuple[bytes, ...]]:
-        pg = importlib.import_module("psycopg")
         pgconn = self._pgconn
-        ok = (pg.pq.ExecStatus.TUPLES_OK, pg.pq.ExecStatus.COMMAND_OK)
         if stmt.name not in self._prepared:
             # Prepared statements outlive transactions (even rolled back ones).
             res = pgconn.prepare(stmt.name, stmt.text, stmt.types)
-            if res.status not in ok:
+            if res.status not in _RESULT_OK:
                 raise self._error(res)
             self._prepared.add(stmt.name)
-        res = pgconn.exec_prepared(stmt.name, params, [1] * len(params), 1)
-        if res.status not in ok:
+        res = pgconn.exec_prepared(stmt.name, params, stmt.formats, 1)
+        if res.status not in _RESULT_OK:
             raise self._error(res)
         width = res.nfields
         return [
