@@ -63,6 +63,7 @@ from storage._faultpoints import fault_point
 
 from ._child import ChildControl, ChildOutcome, ChildProgress, ChildRequest, ChildRunner
 from ._errors import BackgroundSubagentError, LeaseLost
+from ._events import record_steering
 from ._machines import ATTEMPT, COMMITTING, FINISHED, IDLE, LOST, RUNNING, STOPPING, TERMINAL
 from ._messages import (
     Abort,
@@ -467,6 +468,7 @@ class AttemptActor(PooledActor):
             return
         self.steering_receipts[steering_id] = message.message
         resolve(message.reply, self._steer_receipt(steering_id))
+        record_steering(self.rt.store, self.record, steering_id, message.message)
 
     def _steer_receipt(self, steering_id: str) -> SteerReceipt:
         return SteerReceipt(status="queued", attempt_id=self.attempt_id, steering_id=steering_id)

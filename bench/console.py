@@ -4,10 +4,14 @@ Run: ``python bench/console.py [--quick] [--json] [--reps N]``.
 
 It seeds two LMDB data directories, each one session ``bench`` of delegating
 runs with 10 background attempts each (1,000 attempts: 100 runs; 10,000:
-1,000 runs), serves each with a real ``subagents serve --http`` process and
+1,000 runs) and the session's event log the store's outbox writes for them
+(each run's admitted, started and completed events, each attempt's
+``attempt.accepted``, one ``attempt.steered`` per run: 14,000 events for
+10,000 attempts), serves each with a real ``subagents serve --http`` process and
 loads the console in Debian's headless chromium (tests/console/cdp_browser.py,
 the browser test's driver) with its cache disabled. For each view (sessions,
-session timeline page 1, its last page, attempt) it reports:
+session timeline page 1, its last page, the first attempt, the last attempt:
+its history at the end of the log) it reports:
 
 - **bytes**: the page weight, every response body the page loaded (the HTML,
   the CSS, the script and the JSON of the view), from the browser's resource
@@ -15,7 +19,12 @@ session timeline page 1, its last page, attempt) it reports:
 - **first render**: milliseconds from the navigation start to the console's
   ``console-rendered`` performance mark (set once the view's DOM is built),
   the median of ``--reps`` loads, the two sizes interleaved load by load; and
-  the 10,000 / 1,000 ratio of the medians.
+  the 10,000 / 1,000 ratio per pair of loads, its median with its min and max.
+
+Work on both sizes: the same views, the same host and browser; no model
+request during the loads (the sessions are seeded once, before; no
+attempts are run while measuring: no fsyncs per attempt). The load average
+is printed before and after (to stderr with ``--json``).
 
 This is a benchmark, not a test: it never asserts timing; exit status is 0.
 """
@@ -43,7 +52,7 @@ from statemachines import RunStatus  # noqa: E402
 from storage import AttemptRecord, OwnerLease, RunRecord, SessionRecord  # noqa: E402
 from subagents._host._datadir import open_store  # noqa: E402
 
-VIEWS = ("sessions", "session", "last-page", "attempt")
+VIEWS = ("sessions", "session", "last-page", "attempt", "last-attempt")
 TOKEN = "bench-console-token-0123456789abcdef"
 SESSION = "bench"
 PER_RUN = 10
@@ -53,13 +62,33 @@ model_id = "test:echo"
 """
 
 
+def _attempt(run_id: str, number: int, index: int, at: float) -> AttemptRecord:
+    return AttemptRecord(
+        attempt_id=f"subattempt_{number:05d}_{index:02d}",
+        agent_id=f"agent-{number}-{index}",
+        subagent_name=("researcher", "reviewer", "debugger")[index % 3],
+        namespace_id="default",
+        parent_session_id=SESSION,
+        parent_run_id=run_id,
+        owner_lease=OwnerLease(
+            host_instance_id="bench-owner",
+            fencing_generation=1,
+            heartbeat_at=at,
+            lease_expires_at=at + 1e7,
+        ),
+        accepted_at=at,
+        updated_at=at,
+    )
+
+
 def seed(directory: Path, attempts: int) -> float:
     """A session of ``attempts`` attempts, ``PER_RUN`` under each completed run (held
-    by a live lease far in the future, so the serving host leaves them alone)."""
+    by a live lease far in the future, so the serving host leaves them alone), and
+    the events of those runs and attempts."""
     started = time.perf_counter()
     opened = open_store(directory)
     try:
-        store = opened.store
+        store, events = opened.store, opened.events
         now = store.clock.now()
         store.create_session(
             SessionRecord(
@@ -76,28 +105,18 @@ def seed(directory: Path, attempts: int) -> float:
                 trigger_type="rpc",
             )
             store.admit_run(run)
+            events.append(SESSION, "run.admitted", now, run_id, {"trigger_type": "rpc"})
             store.transition_run(SESSION, run_id, RunStatus.RUNNING)
+            events.append(SESSION, "run.started", store.clock.now(), run_id, {})
             for index in range(PER_RUN):
-                at = store.clock.now()
-                store.accept_attempt(
-                    AttemptRecord(
-                        attempt_id=f"subattempt_{number:05d}_{index:02d}",
-                        agent_id=f"agent-{number}-{index}",
-                        subagent_name=("researcher", "reviewer", "debugger")[index % 3],
-                        namespace_id="default",
-                        parent_session_id=SESSION,
-                        parent_run_id=run_id,
-                        owner_lease=OwnerLease(
-                            host_instance_id="bench-owner",
-                            fencing_generation=1,
-                            heartbeat_at=at,
-                            lease_expires_at=at + 1e7,
-                        ),
-                        accepted_at=at,
-                        updated_at=at,
-                    )
-                )
+                record = store.accept_attempt(_attempt(run_id, number, index, store.clock.now()))
+                data = {"attempt_id": record.attempt_id, "agent_id": record.agent_id}
+                events.append(SESSION, "attempt.accepted", record.accepted_at, run_id, data)
+            steer = {"steering_id": f"steer-{number}", "text_preview": "focus on the lease"}
+            data = {"attempt_id": f"subattempt_{number:05d}_00", **steer}
+            events.append(SESSION, "attempt.steered", store.clock.now(), run_id, data)
             store.transition_run(SESSION, run_id, RunStatus.COMPLETED, output_preview="done")
+            events.append(SESSION, "run.completed", store.clock.now(), run_id, {})
     finally:
         opened.close()
     return time.perf_counter() - started
@@ -155,13 +174,18 @@ def load(browser: Browser, url: str, view: str) -> dict[str, float]:
     return result
 
 
-def views(host: Host, rep: int) -> dict[str, tuple[str, str]]:
+def views(host: Host, size: int, rep: int) -> dict[str, tuple[str, str]]:
     return {
         "sessions": (f"{host.url}/?rep={rep}#/", "sessions"),
         "session": (f"{host.url}/?rep={rep}#/session/{SESSION}", "session"),
         "last-page": (f"{host.url}/?rep={rep}#/session/{SESSION}?page=999999", "session"),
         "attempt": (f"{host.url}/?rep={rep}#/attempt/subattempt_00000_00", "attempt"),
+        "last-attempt": (f"{host.url}/?rep={rep}#/attempt/{last_attempt(size)}", "attempt"),
     }
+
+
+def last_attempt(size: int) -> str:
+    return f"subattempt_{size // PER_RUN - 1:05d}_00"
 
 
 def measure(sizes: list[int], reps: int) -> dict[str, Any]:
@@ -184,7 +208,7 @@ def measure(sizes: list[int], reps: int) -> dict[str, Any]:
         for rep in range(reps):
             for view in VIEWS:
                 for size in sizes:  # interleaved: 1k, 10k, 1k, 10k, ...
-                    url, name = views(hosts[size], rep)[view]
+                    url, name = views(hosts[size], size, rep)[view]
                     samples.setdefault((view, size), []).append(load(browser, url, name))
         return {"seed_seconds": seeded, "samples": samples}
     finally:
@@ -215,15 +239,24 @@ def report(sizes: list[int], measured: dict[str, Any], as_json: bool) -> None:
                 }
             )
         if len(sizes) == 2:
-            rows[-1]["ratio_to_smaller"] = round(medians[sizes[1]] / medians[sizes[0]], 2)
+            # Per load pair (the two sizes are loaded one after the other, rep by rep).
+            small, large = (samples[(view, size)] for size in sizes)
+            pairs = [b["ms"] / a["ms"] for a, b in zip(small, large, strict=True)]
+            rows[-1]["ratio_to_smaller"] = round(statistics.median(pairs), 2)
+            rows[-1]["ratio_min"] = round(min(pairs), 2)
+            rows[-1]["ratio_max"] = round(max(pairs), 2)
     if as_json:
         print(json.dumps({"rows": rows, "seed_seconds": measured["seed_seconds"]}))
         return
-    print(f"{'view':<10} {'attempts':>8} {'bytes':>8} {'first render ms':>16} {'min..max':>14}")
+    print(f"{'view':<12} {'attempts':>8} {'bytes':>8} {'first render ms':>16} {'min..max':>14}")
     for row in rows:
-        ratio = f"  x{row['ratio_to_smaller']}" if "ratio_to_smaller" in row else ""
+        ratio = (
+            f"  x{row['ratio_to_smaller']} [{row['ratio_min']}-{row['ratio_max']}]"
+            if "ratio_to_smaller" in row
+            else ""
+        )
         print(
-            f"{row['view']:<10} {row['attempts']:>8} {row['bytes']:>8} "
+            f"{row['view']:<12} {row['attempts']:>8} {row['bytes']:>8} "
             f"{row['first_render_ms']:>16} {row['min_ms']:>6}..{row['max_ms']:<7}{ratio}"
         )
 
@@ -236,7 +269,12 @@ def main() -> int:
     args = parser.parse_args()
     sizes = [100, 1000] if args.quick else [1000, 10_000]
     reps = 2 if args.quick else args.reps
+    from bench._common import print_load
+
+    stream = sys.stderr if args.json else sys.stdout
+    print_load("before", stream)
     report(sizes, measure(sizes, reps), args.json)
+    print_load("after", stream)
     return 0
 
 

@@ -37,6 +37,12 @@ shares the tables, the write-ahead log, the event log and the fencing counter.
 Taking over another host's sessions is the kill test's job
 (tests/host/test_multi_host_postgres.py), not this bench's.
 
+Work in every row: the parent's and the continuation's model requests on
+offline test models, the child's (50 ms), every run's message history and
+usage in the store; durability: PostgreSQL with ``synchronous_commit`` on (its
+default), every store write committed before the call returns. Rows differ
+only in the number of hosts. The load average is printed before and after.
+
 This is a benchmark, not a test: it never asserts timing; exit status is 0.
 """
 
@@ -44,14 +50,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import multiprocessing
 import os
 import secrets
 import statistics
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -223,6 +229,31 @@ def _worker(
         raise
 
 
+def _transactions(url: str) -> int | None:
+    """Committed transactions of the bench's database so far (``pg_stat_database``;
+    the server publishes each backend's counts within about a second)."""
+    import psycopg
+
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+            ).fetchone()
+    except psycopg.Error:
+        return None
+    return None if row is None else int(row[0])
+
+
+def _read_at(
+    when: float, read: Callable[[], int | None], into: list[int | None]
+) -> threading.Timer:
+    """Read ``read()`` into ``into`` at wall time ``when`` (on a timer thread)."""
+    timer = threading.Timer(max(0.0, when - time.time()), lambda: into.append(read()))
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
 def measure(store: dict[str, str], hosts: int, sessions: int, seconds: float) -> dict[str, Any]:
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
@@ -237,7 +268,20 @@ def measure(store: dict[str, str], hosts: int, sessions: int, seconds: float) ->
     ]
     for proc in procs:
         proc.start()
+    window: list[int | None] = []
+    # One second past each end: the server publishes a backend's counts about once a second.
+    url = store.get("url")  # the database's own count: PostgreSQL only
+    timers = (
+        [
+            _read_at(start_at + 1.0, lambda: _transactions(url), window),
+            _read_at(start_at + seconds + 1.0, lambda: _transactions(url), window),
+        ]
+        if url is not None
+        else []
+    )
     rows = [out.get(timeout=300) for _ in procs]
+    for timer in timers:
+        timer.join(seconds + 60)
     for proc in procs:
         proc.join(60)
     failed = [r for r in rows if "error" in r]
@@ -246,8 +290,12 @@ def measure(store: dict[str, str], hosts: int, sessions: int, seconds: float) ->
     latencies = [t for r in rows for t in r["latencies"]]
     total = sum(r["delegations"] for r in rows)
     cpu = sum(r["cpu_seconds"] for r in rows)
+    counted = len(window) == 2 and None not in window and total
     return {
         "store": store["kind"],
+        "transactions_per_delegation": (window[1] - window[0]) / total  # type: ignore[operator]
+        if counted
+        else None,
         "hosts": hosts,
         "sessions_per_host": sessions,
         "delegations": total,
@@ -435,7 +483,7 @@ def render(result: dict[str, Any]) -> str:
         "",
         f"{'round':>5} {'store':>8} {'hosts':>5} {'deleg/s':>8} {'x 1 host':>8} "
         f"{'per host':>22} {'p50 ms':>7} {'CPU ms/deleg':>12} {'in-band':>7} {'CPU ms/run':>10} "
-        f"{'retries':>7} {'load 1m':>11}",
+        f"{'retries':>7} {'txn/deleg':>9} {'load 1m':>11}",
     ]
     for fig in result["measurements"]:
         per_host = " ".join(f"{v:.1f}" for v in fig["per_host_per_s"])
@@ -445,13 +493,15 @@ def render(result: dict[str, Any]) -> str:
         share = fig["inband_deliveries"] / fig["delegations"] if fig["delegations"] else 0.0
         inband = f"{share:.0%}"
         per_run = fig["host_cpu_ms_per_run"]
+        txn = fig["transactions_per_delegation"]
         lines.append(
             f"{fig['round']:>5} {fig['store']:>8} {fig['hosts']:>5} "
             f"{fig['delegations_per_s']:>8.1f} {fig['speedup'] or 0:>8.2f} {per_host:>22} "
             f"{'-' if p50 is None else format(p50, '.0f'):>7} "
             f"{'-' if cpu is None else format(cpu, '.1f'):>12} {inband:>7} "
             f"{'-' if per_run is None else format(per_run, '.1f'):>10} "
-            f"{fig['serialization_retries']:>7} {load:>11}"
+            f"{fig['serialization_retries']:>7} "
+            f"{'-' if txn is None else format(txn, '.1f'):>9} {load:>11}"
         )
     lines += ["", "median [min-max] over rounds:"]
     for row in result["summary"]:
@@ -476,6 +526,9 @@ def render(result: dict[str, Any]) -> str:
         "",
         f"failed delegations: {failures}; results delivered in-band to a still-running parent "
         f"(no continuation run): {inband}",
+        "txn/deleg: the database's committed transactions (pg_stat_database.xact_commit) over "
+        "the row's window per delegation; read-only ones included, so an upper bound on its "
+        "WAL flushes (fsyncs) per delegation",
     ]
     return "\n".join(lines)
 
@@ -502,8 +555,16 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown stores: {sorted(unknown)}")
     rounds = args.rounds if args.rounds is not None else (1 if args.quick else 3)
-    result = run(args.quick, args.admin_dsn, counts, args.sessions, stores=stores, rounds=rounds)
-    print(json.dumps(result, indent=2, sort_keys=True) if args.json else render(result))
+    _repo_on_path()
+    from bench._common import report
+
+    report(
+        lambda: run(
+            args.quick, args.admin_dsn, counts, args.sessions, stores=stores, rounds=rounds
+        ),
+        render,
+        args.json,
+    )
     return 0
 
 

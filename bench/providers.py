@@ -13,6 +13,11 @@ in the machine's load hits both alike. The figure is the ratio
 provider / raw per round: its median and its min-max. Target: median at most
 1.2x.
 
+Work on both sides: one model request per turn to the same loopback server
+(the same request body, the same answer), no message history kept beyond
+the turn, usage parsed from the answer by both; durability: none (no store,
+0 fsyncs: no attempts).
+
 The machine's load average is printed before and after: every figure is as
 measured, on whatever else the machine was doing. This is a benchmark, not a
 test: it never asserts timing, and exits 0 whether or not the target is met.

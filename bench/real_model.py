@@ -26,7 +26,11 @@ What it does, step by step, timing each:
    consumes the child's result completes; then ``subagents attempts list``.
 
 Each step reports what happened and how many chat requests the model server
-answered during it (from its access log). Exits 1 when a step fails. Not
+answered during it (from its access log). The load average is printed before
+and after (the model server shares the machine's cores with everything else).
+Work: real model requests to the local server, each run's message history and
+usage kept by the SDK; durability: the host's LMDB defaults (durable commits)
+for step 7, none (no store) for the one-shot and streamed steps. Exits 1 when a step fails. Not
 part of the test command: the build alone takes longer than the suite.
 """
 
@@ -633,10 +637,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     if args.dry_run:
         return dry_run(args.port, args.cache)
+    from bench._common import print_load
+
+    print_load("before")
     with tempfile.TemporaryDirectory(prefix="real-model-") as work:
         report = run_all(args, Path(work))
     print()
     print(report.summary())
+    print_load("after")
     if args.json:
         print(json.dumps(report.as_json(), indent=2))
     return 0 if all(step.ok for step in report.steps) else 1

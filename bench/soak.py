@@ -25,7 +25,11 @@ each terminal and delivered once; ``lost`` counts attempts missing, not
 delivered or without a continuation run; ``duplicates`` counts continuation
 runs beyond one per attempt (both must be 0).
 
-Durability: LMDB with the host's defaults. Targets (issue 16): threads and fds
+Durability: LMDB with the host's defaults (every commit fsync'd); the LMDB
+write transactions of the whole run per attempt are printed as its fsyncs per
+attempt. Work: each attempt is one model request of the child (test model)
+plus the parent's and the continuation's runs, message history and usage kept
+in the store. The load average is printed before and after. Targets (issue 16): threads and fds
 slope under 1 per 1,000 sessions, RSS growth under 2 KiB per idle session (the
 LMDB map's resident pages count too, so this is an upper bound), shutdown within
 its deadline, 0 lost, 0 duplicates.
@@ -105,6 +109,9 @@ class SoakReport(msgspec.Struct, frozen=True, kw_only=True):
     inline: int
     """Results delivered into their parent run (no continuation run needed)."""
     violations: list[str]
+    commits_per_attempt: float | None = None
+    """LMDB write transactions (``last_txnid``, each one fsync'd) over the whole run,
+    sessions, runs, events and continuations included, per attempt."""
 
 
 def _serve(argv: list[str]) -> int:
@@ -305,14 +312,19 @@ def _slope(samples: list[Sample], field: str) -> float:
     return 1000 * sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var
 
 
-def _check_store(data: Path, sessions: int, attempts: int) -> tuple[int, int, list[str]]:
-    """``(lost, duplicates, violations)`` from the data directory after the host exited:
-    every attempt asked for must be stored, terminal and delivered; no attempt may have
-    more than one continuation run."""
+def _check_store(
+    data: Path, sessions: int, attempts: int
+) -> tuple[int, int, list[str], int | None]:
+    """``(lost, duplicates, violations, commits)`` from the data directory after the host
+    exited: every attempt asked for must be stored, terminal and delivered; no attempt
+    may have more than one continuation run. ``commits``: LMDB's last write transaction
+    id, the physical commits of the whole run."""
     sys.path.insert(0, str(REPO))
+    from bench._common import lmdb_txn_id
     from storage import LmdbSessionStore
 
     store = LmdbSessionStore(data / "lmdb")
+    commits = lmdb_txn_id(store)
     try:
         records = store.list_attempts("default")
         consumed: dict[str, int] = {}
@@ -329,7 +341,7 @@ def _check_store(data: Path, sessions: int, attempts: int) -> tuple[int, int, li
     violations = []
     if len(records) > sessions * attempts:
         violations.append(f"{len(records)} attempts stored, {sessions * attempts} asked for")
-    return lost, duplicates, violations
+    return lost, duplicates, violations, commits
 
 
 def run_soak(
@@ -387,7 +399,7 @@ def _run(
         status = None
     shutdown = time.monotonic() - stopping
     host.stderr.close()
-    lost, duplicates, found = _check_store(host.data, sessions, attempts)
+    lost, duplicates, found, commits = _check_store(host.data, sessions, attempts)
     violations += driver.violations[:20] + found
     warm = [s for s in samples if s.sessions >= tenth]
     rss = (warm[-1].rss_kib - warm[0].rss_kib) / max(1, warm[-1].sessions - warm[0].sessions)
@@ -415,6 +427,9 @@ def _run(
         duplicates=duplicates,
         inline=driver.inline,
         violations=violations,
+        commits_per_attempt=None
+        if commits is None
+        else round(commits / max(1, sessions * attempts), 2),
     )
 
 
@@ -450,6 +465,10 @@ def main(argv: list[str] | None = None) -> int:
         f"SIGTERM: exit {report.exit_status} in {report.shutdown_seconds:.2f} s "
         f"(deadline {report.shutdown_deadline:g} s); lost {report.lost}, "
         f"duplicates {report.duplicates} ({report.inline} delivered into their parent run)"
+    )
+    print(
+        f"fsyncs per attempt: {report.commits_per_attempt} LMDB write transactions per attempt "
+        "over the whole run (sessions, runs, events and continuations included)"
     )
     for violation in report.violations:
         print(f"VIOLATION: {violation}")

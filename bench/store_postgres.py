@@ -26,6 +26,12 @@ the end. In one run it measures:
 - the LMDB figures of ``bench/store.py`` (its ``store_ops``, reused by import),
   same operations, so the two stores sit side by side (``--no-lmdb`` skips).
 
+Work on both sides: no model request, no message history, no usage: store
+operations against one raw INSERT, both durable (``synchronous_commit`` on:
+the WAL flushed before the commit returns). Each ratio is the median of the
+per-round ratios (the calls cut into rounds, medians within each) with its
+min and max. The load average is printed before and after.
+
 This is a benchmark, not a test: it never asserts timing; exit status is 0.
 """
 
@@ -33,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import multiprocessing
 import os
 import secrets
@@ -321,9 +326,11 @@ def render(result: dict[str, Any]) -> str:
         " (synchronous_commit on, single thread, one op per transaction)"
         + (" [quick]" if result["quick"] else ""),
         f"{result['ops_per_measurement']} ops per operation; rates are 1/median latency "
-        f"(mean in brackets); store clock: {result['clock']}",
+        f"(mean in brackets); store clock: {result['clock']}; x raw = median of the "
+        "rounds' ratios of medians [min-max]",
         "",
-        f"{'operation':<16} {'PG ops/s':>16} {'raw PG/s':>16} {'x raw':>7} {'LMDB ops/s':>12}",
+        f"{'operation':<16} {'PG ops/s':>16} {'raw PG/s':>16} {'x raw [min-max]':>21} "
+        f"{'LMDB ops/s':>12}",
     ]
     lmdb = result.get("lmdb", {})
     for name, figure in result["postgres"].items():
@@ -331,7 +338,7 @@ def render(result: dict[str, Any]) -> str:
         lines.append(
             f"{name:<16} {figure['ops_per_s']:>7,.0f} ({figure['ops_per_s_mean']:>6,.0f}) "
             f"{figure['raw_commits_per_s']:>7,.0f} ({figure['raw_commits_per_s_mean']:>6,.0f}) "
-            f"{figure['ratio_to_raw']:>7.3f} "
+            f"{figure['ratio_to_raw']:>7.3f} [{figure['ratio_min']:.2f}-{figure['ratio_max']:.2f}] "
             f"{format(other['ops_per_s'], ',.0f') if other else '-':>12}"
         )
     con = result["concurrent"]
@@ -365,8 +372,14 @@ def main(argv: list[str] | None = None) -> int:
         "--db-clock", action="store_true", help="store time from the server in each transaction"
     )
     args = parser.parse_args(argv)
-    result = run(args.quick, args.admin_dsn, lmdb=not args.no_lmdb, db_clock=args.db_clock)
-    print(json.dumps(result, indent=2, sort_keys=True) if args.json else render(result))
+    _repo_on_path()
+    from bench._common import report
+
+    report(
+        lambda: run(args.quick, args.admin_dsn, lmdb=not args.no_lmdb, db_clock=args.db_clock),
+        render,
+        args.json,
+    )
     return 0
 
 

@@ -1,6 +1,7 @@
 """The background supervisor (actors/) measured in one run: memory, throughput, durability.
 
-Run: ``python bench/supervisor.py [--quick] [--json] [--no-dbos]``.
+Run: ``python bench/supervisor.py [--quick] [--json] [--no-dbos] [--no-postgres] [--no-sdk]
+[--rounds N] [--seconds S] [--admin-dsn DSN]``.
 
 Figures, each against its target:
 
@@ -14,26 +15,54 @@ Figures, each against its target:
   (which claims and acknowledges the result) throughput, from one caller
   keeping a window of attempts in flight; best of several rounds, each on a
   fresh supervisor. Target >= 2,000 attempts/s. Each round also reports the
-  process CPU time per attempt (``time.process_time``, every thread): on a
-  shared machine it is steadier than the wall-clock rate.
-- ``durable_ratio``: the same delegation on ``LmdbSessionStore(sync=True)``
-  with many callers at once (so the batching writer shares fsyncs between
-  attempts), in attempts/s, divided by what one-durable-commit-per-write would
-  allow: raw LMDB durable commits/s (plain py-lmdb, one put per write
-  transaction, ``sync=True``, the same flags and disk, measured right before
-  and after each round of ours, since fsync latency drifts with the machine's
-  other work) divided by the durable commits one attempt needs (counted, not assumed:
-  every write the store's backend is asked for during the run, divided by the
-  attempts: accept, starting, running, terminal commit, claim, acknowledge,
-  plus any heartbeat). The median of several rounds. Target >= 0.5.
-- ``ours_over_dbos``: the durable LMDB rate against DBOS Transact on SQLite
-  doing the same delegation (a parent workflow starts a child workflow and
-  waits for its result), measured in a subprocess in this run with the same
-  number of concurrent callers (DBOS's best of sequential and concurrent is
-  used). Target >= 4. Needs ``dbos`` (the ``bench`` extra); ``--no-dbos`` or a
-  missing package skips it.
+  process CPU time per attempt (``time.process_time``, every thread).
+- The interleaved comparison, at concurrency 1 and 32 (that many caller
+  threads, each doing one attempt after another for a fixed time). Every side
+  runs in a worker process of its own, set up and warmed up once; a round asks
+  each (side, concurrency) in turn, the order rotating from round to round, so
+  the two sides of every ratio are measured within one round, seconds apart, on
+  the same disk and the same machine load. Each ratio is taken per round and
+  reported as the median with its min and max. The sides and the work each does:
 
-The machine's load average is printed beside the figures: every figure is as
+  - ``raw``: plain py-lmdb, one small put per durable (``sync=True``) write
+    transaction, one writer: the rate of one fsync'd LMDB commit here.
+  - ``kernel`` (ours): ``BackgroundSubagentSupervisor`` on
+    ``LmdbSessionStore(sync=True)``, every commit fsync'd before it returns
+    (the store's default); delegate -> a child runner that returns ``"ok"`` at
+    once -> wait, which claims and acknowledges the result. No model request,
+    no message history, no usage: the same work as DBOS's side.
+  - ``sdk`` (ours, through the SDK's host): ``open_host`` on an LMDB data
+    directory (durable, the host's defaults, its event log in the same
+    environment); each caller delegates on a session of its own to a subagent
+    whose child is a real agent run on a test model (one model request, its
+    message history and usage recorded), then waits for it. More work than
+    DBOS's side. Each session carries the metadata of a session whose client
+    reads its own results (as an MCP client's does), so the caller's wait
+    claims and acknowledges the result and the host admits no continuation run.
+  - ``dbos-sqlite`` / ``dbos-postgres``: DBOS Transact 3 with its default
+    durability (SQLite: the sqlite3 defaults, a rollback journal and
+    ``synchronous=FULL``; PostgreSQL: the server's ``synchronous_commit``, on
+    here), on a database of its own (``dbos_bench_supervisor``, created and
+    dropped): a parent workflow starts a child workflow and waits for its
+    result; the child returns ``"ok"``. No model request, no message history,
+    no usage.
+
+  Figures: ``durable_ratio``: ours (kernel) at 32 callers against what one
+  commit per write would allow, raw commits/s / commit requests per attempt,
+  both from the same round (target >= 0.5); ``ours_over_dbos_sqlite_c1`` and
+  ``_c32`` (target >= 10) and ``ours_over_dbos_postgres_c1`` and ``_c32``
+  (target >= 5): ours (kernel) / DBOS per round. The SDK's ratios are printed
+  beside them. Each row also prints the commit requests per attempt (ours: the
+  store's backend writes; DBOS: SQLAlchemy commits), the durable commits per
+  attempt after batching (ours: LMDB write transactions, ``last_txnid``, each
+  one fsync'd; DBOS: its commits) and the process CPU per attempt. A stretch
+  ends when every caller finished the attempt it was in, so a slow side's
+  stretch runs a little past its time; its rate counts the whole stretch.
+  Needs ``dbos`` (the ``bench`` extra) and, for its PostgreSQL side, a server
+  at ``--admin-dsn``; ``--no-dbos``, ``--no-postgres`` or a missing package
+  or server skips those sides.
+
+The machine's load average is printed before and after: every figure is as
 measured, on whatever else the machine was doing. This is a benchmark, not a
 test: it never asserts timing, and exits 0 whether or not targets are met.
 """
@@ -42,6 +71,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import json
 import os
@@ -52,7 +82,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -60,10 +89,13 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench._common import load_average, print_load  # noqa: E402
+
 MEMORY_TARGET_KIB = 100.0
 THROUGHPUT_TARGET = 2000.0
 DURABLE_RATIO_TARGET = 0.5
-DBOS_FACTOR_TARGET = 4.0
+DBOS_SQLITE_TARGET = 10.0
+DBOS_POSTGRES_TARGET = 5.0
 MAP_SIZE = 1 << 30
 
 
@@ -74,14 +106,6 @@ def rss_kib() -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     raise RuntimeError("no VmRSS in /proc/self/status")
-
-
-def load_average() -> str:
-    try:
-        with open("/proc/loadavg", encoding="ascii") as f:
-            return " ".join(f.read().split()[:3])
-    except OSError:
-        return "unknown"
 
 
 # -- children ---------------------------------------------------------------------------------
@@ -229,158 +253,504 @@ def measure_memory_throughput(count: int, window: int, rounds: int) -> dict[str,
     }
 
 
-# -- (c) durable throughput against raw LMDB --------------------------------------------------
+# -- (c) the interleaved comparison: ours, raw LMDB and DBOS, round by round -------------------
+#
+# Every side runs in a worker process of its own (``--worker KIND``), set up and warmed up once,
+# then asked for one timed stretch at a time over a pipe. A round asks every side in turn
+# (the order rotates from round to round), at concurrency 1 and at 32, so each ratio's two
+# sides are measured within seconds of each other, on the same disk and the same machine
+# load; the figure is the median of the per-round ratios, with their min and max.
+
+SDK_CONFIG = """
+[profiles.default]
+model_id = "test:echo"
+subagents = ["worker"]
+
+[profiles.worker]
+model_id = "test:text=ok"
+
+[subagents.worker]
+profile = "worker"
+description = "Answers ok"
+"""
+
+SIDES = ("raw", "kernel", "sdk", "dbos-sqlite", "dbos-postgres")
+OURS = ("kernel", "sdk")
+DBOS_SIDES = ("dbos-sqlite", "dbos-postgres")
+LABELS = {
+    "raw": "raw LMDB (py-lmdb, 1 put per durable commit)",
+    "kernel": "ours, kernel (supervisor + LmdbSessionStore sync)",
+    "sdk": "ours, SDK host (child agent on a test model, LMDB)",
+    "dbos-sqlite": "DBOS 3 on SQLite (default durability)",
+    "dbos-postgres": "DBOS 3 on PostgreSQL (default durability)",
+}
+DEFAULT_ADMIN_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
+DBOS_DATABASE = "dbos_bench_supervisor"
 
 
-class CountingWrites:
-    """Counts the writes a store asks its backend for (each is one durable commit
-    request; the batching writer may share one fsync between several)."""
+def timed_callers(
+    one: Callable[[int], None], seconds: float, concurrency: int
+) -> tuple[int, float]:
+    """``concurrency`` threads each call ``one(caller)`` back to back until ``seconds``
+    have passed (each finishes the call it is in): (calls completed, wall seconds)."""
+    counts = [0] * concurrency
+    errors: list[BaseException] = []
+    started = time.perf_counter()
+    deadline = started + seconds
 
-    def __init__(self, store: Any) -> None:
-        self.count = 0
+    def caller(index: int) -> None:
+        try:
+            while time.perf_counter() < deadline:
+                one(index)
+                counts[index] += 1
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=caller, args=(i,)) for i in range(concurrency)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return sum(counts), time.perf_counter() - started
+
+
+def _delta(before: int | None, after: int | None) -> int | None:
+    return None if before is None or after is None else after - before
+
+
+class Side:
+    """One side of the comparison inside its worker process: ``round`` runs one timed
+    stretch and reports attempts, seconds, CPU and the commits it cost."""
+
+    def round(self, seconds: float, concurrency: int) -> dict[str, Any]:
+        writes, physical = self.commits()
+        cpu = time.process_time()
+        attempts, took = self.run(seconds, concurrency)
+        cpu = time.process_time() - cpu
+        writes_after, physical_after = self.commits()
+        return {
+            "attempts": attempts,
+            "seconds": took,
+            "cpu_s": cpu,
+            "writes": _delta(writes, writes_after),
+            "commits": _delta(physical, physical_after),
+        }
+
+    def run(self, seconds: float, concurrency: int) -> tuple[int, float]:
+        raise NotImplementedError
+
+    def commits(self) -> tuple[int | None, int | None]:
+        """(commit requests, physical durable commits) so far; ``None`` when not counted."""
+        return None, None
+
+    def close(self) -> None:
+        pass
+
+
+class RawSide(Side):
+    """Plain py-lmdb: one small put per durable (``sync=True``) write transaction, one
+    writer (LMDB has one; concurrency is ignored): the rate of one fsync'd commit."""
+
+    def __init__(self, directory: Path) -> None:
+        from bench.store import RawLmdb
+
+        self.raw = RawLmdb(directory)
+        self.raw.commit(50)
+
+    def round(self, seconds: float, concurrency: int) -> dict[str, Any]:
+        cpu = time.process_time()
+        started = time.perf_counter()
+        count = 0
+        while time.perf_counter() - started < seconds:
+            self.raw.commit(10)
+            count += 10
+        took = time.perf_counter() - started
+        return {
+            "attempts": count,
+            "seconds": took,
+            "cpu_s": time.process_time() - cpu,
+            "writes": count,
+            "commits": count,
+        }
+
+    def close(self) -> None:
+        self.raw.close()
+
+
+class KernelSide(Side):
+    """Ours at the kernel level: ``BackgroundSubagentSupervisor`` on
+    ``LmdbSessionStore(sync=True)`` (every commit fsync'd before it returns), a child
+    runner that returns ``"ok"`` at once (no model request, no message history, no usage),
+    each caller doing delegate -> child completes -> wait (claims and acknowledges)."""
+
+    def __init__(self, directory: Path) -> None:
+        from actors import BackgroundSubagentSupervisor, OwnerIdentity
+        from bench._common import CommitCounter
+        from storage import LmdbSessionStore
+
+        self.store = LmdbSessionStore(directory, sync=True, map_size=MAP_SIZE)
+        self.supervisor = BackgroundSubagentSupervisor(
+            runner=instant_child,
+            store=self.store,
+            owner=OwnerIdentity(host_instance_id="bench-host", fencing_generation=1),
+            limits=limits(40),
+        )
+        run_delegations(self.supervisor, 50, 1)  # warm up: threads, session
+        self.counter = CommitCounter(self.store)
+
+    def one(self, _: int) -> None:
+        attempt = self.supervisor.delegate_sync("worker", "go").attempt_id
+        result = self.supervisor.wait_sync(attempt, 60)
+        if result.status != "completed" or result.result != "ok":
+            raise RuntimeError(f"unexpected wait result {result!r}")
+
+    def run(self, seconds: float, concurrency: int) -> tuple[int, float]:
+        return timed_callers(self.one, seconds, concurrency)
+
+    def commits(self) -> tuple[int | None, int | None]:
+        return self.counter.writes, self.counter.physical()
+
+    def close(self) -> None:
+        self.supervisor.shutdown_checked_sync(60)
+        self.store.close()
+
+
+class SdkSide(Side):
+    """Ours through the SDK's host: ``open_host`` on an LMDB data directory (the host's
+    defaults: durable commits, its event log in the same environment, its maintenance
+    tick), each caller on a session of its own delegating to the ``worker`` subagent in
+    the background and waiting for it. The child is a real agent run on a test model:
+    one model request, its message history and usage recorded, its output the result."""
+
+    def __init__(self, directory: Path) -> None:
+        from bench._common import CommitCounter
+        from subagents._host import open_host, parse_host_config
+
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="bench-sdk-loop")
+        self.thread.start()
+        self.service = open_host(parse_host_config(SDK_CONFIG), data_dir=directory)
+        self.sessions: set[str] = set()
+        self._call(self.service.start())
+        self._call(self._callers(1.0, 1))  # warm up
+        self.counter = CommitCounter(self.service.store)
+
+    def _call(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(600)
+
+    async def _callers(self, seconds: float, concurrency: int) -> int:
+        deadline = time.perf_counter() + seconds
+
+        async def caller(index: int) -> int:
+            supervisor = self.service.supervisor(await self._session(index))
+            done = 0
+            while time.perf_counter() < deadline:
+                accepted = await supervisor.delegate("worker", "go")
+                result = await supervisor.wait(accepted.attempt_id, 60)
+                if result.status != "completed" or result.result != "ok":
+                    raise RuntimeError(f"unexpected wait result {result!r}")
+                done += 1
+            return done
+
+        return sum(await asyncio.gather(*(caller(i) for i in range(concurrency))))
+
+    async def _session(self, index: int) -> str:
+        """Caller ``index``'s session, created on first use with the metadata of a session
+        whose client reads its own results (as an MCP client's does), so the caller's
+        wait claims and acknowledges each result and the host admits no continuation."""
+        from subagents._host import Connection
+        from subagents._host._methods import SessionCreateParams
+        from subagents._host._service import MCP_SESSION_KEY
+
+        session_id = f"bench-session-{index:03d}"
+        if session_id not in self.sessions:
+            params = SessionCreateParams(session_id=session_id, metadata={MCP_SESSION_KEY: "true"})
+            await self.service.session_create(params, Connection(transport="bench"))
+            self.sessions.add(session_id)
+        return session_id
+
+    def run(self, seconds: float, concurrency: int) -> tuple[int, float]:
+        started = time.perf_counter()
+        done = self._call(self._callers(seconds, concurrency))
+        return done, time.perf_counter() - started
+
+    def commits(self) -> tuple[int | None, int | None]:
+        return self.counter.writes, self.counter.physical()
+
+    def close(self) -> None:
+        self._call(self.service.close())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(60)
+
+
+class DbosSide(Side):
+    """DBOS Transact with its default durability (SQLite: the sqlite3 defaults, a
+    rollback journal and ``synchronous=FULL``; PostgreSQL: the server's
+    ``synchronous_commit``): a parent workflow starts a child workflow and waits for its
+    result; the child returns ``"ok"`` (no model request, no message history, no usage).
+    Commits are counted from SQLAlchemy's ``commit`` event on every engine DBOS makes."""
+
+    def __init__(self, url: str) -> None:
+        import sqlalchemy
+        from dbos import DBOS
+
         self.lock = threading.Lock()
-        backend = store.backend
-        inner: Callable[[Any], Any] = backend.write
+        self.count = 0
 
-        def write(fn: Any) -> Any:
+        def committed(_: Any) -> None:
             with self.lock:
                 self.count += 1
-            return inner(fn)
 
-        backend.write = write
+        sqlalchemy.event.listen(sqlalchemy.engine.Engine, "commit", committed)
+        DBOS(
+            config={
+                "name": "bench-supervisor",
+                "system_database_url": url,
+                "log_level": "WARNING",
+                "console_log_level": "WARNING",
+            }
+        )
+
+        @DBOS.workflow()
+        def child(prompt: str) -> str:
+            return "ok"
+
+        @DBOS.workflow()
+        def parent(prompt: str) -> str:
+            handle = DBOS.start_workflow(child, prompt)
+            return handle.get_result()
+
+        self.parent = parent
+        self.dbos = DBOS
+        DBOS.launch()
+        for n in range(20):
+            parent(f"warm-{n}")
+
+    def one(self, _: int) -> None:
+        if self.parent("go") != "ok":
+            raise RuntimeError("the DBOS parent workflow did not return ok")
+
+    def run(self, seconds: float, concurrency: int) -> tuple[int, float]:
+        return timed_callers(self.one, seconds, concurrency)
+
+    def commits(self) -> tuple[int | None, int | None]:
+        return self.count, self.count
+
+    def close(self) -> None:
+        self.dbos.destroy()
 
 
-def lmdb_txn_id(store: Any) -> int | None:
-    """LMDB's last committed write transaction id (physical commits), when reachable."""
+def open_side(kind: str, directory: Path, dsn: str) -> Side:
+    if kind == "raw":
+        return RawSide(directory)
+    if kind == "kernel":
+        return KernelSide(directory)
+    if kind == "sdk":
+        return SdkSide(directory)
+    if kind == "dbos-sqlite":
+        return DbosSide(f"sqlite:///{directory}/dbos.sqlite")
+    if kind == "dbos-postgres":
+        return DbosSide(dsn)
+    raise ValueError(f"no side {kind!r}")
+
+
+def worker_main(kind: str, directory: str, dsn: str) -> int:
+    """A worker process: one side, set up once; one JSON line in (``seconds``,
+    ``concurrency``), one JSON line out per round; end of input ends it."""
+    side = open_side(kind, Path(directory), dsn)
+    out = sys.stdout
+    out.write(json.dumps({"ready": kind}) + "\n")
+    out.flush()
     try:
-        info: dict[str, int] = store.lmdb_backend._live().env.info()
-        return int(info["last_txnid"])
-    except Exception:
-        return None
-
-
-def measure_durable(count: int, callers: int, raw_commits: int, rounds: int) -> dict[str, Any]:
-    """Rounds of (raw commits, our delegations, raw commits) on one disk: fsync latency
-    drifts with the machine's other work, so each round's ratio uses the raw rate
-    measured right around it; the figure is the median round."""
-    from actors import BackgroundSubagentSupervisor, OwnerIdentity
-    from storage import LmdbSessionStore
-
-    base = Path(tempfile.mkdtemp(prefix="bench-supervisor-"))
-    (base / "raw").mkdir()
-    from bench.store import RawLmdb  # the one raw-commit baseline of every bench
-
-    raw = RawLmdb(base / "raw")
-    raw.commit(20)  # warm up
-    store = LmdbSessionStore(base / "store", sync=True, map_size=MAP_SIZE)
-    supervisor = BackgroundSubagentSupervisor(
-        runner=instant_child,
-        store=store,
-        owner=OwnerIdentity(host_instance_id="bench-host", fencing_generation=1),
-        limits=limits(callers + 8),
-    )
-    per_caller = max(1, count // callers)
-    total = per_caller * callers
-
-    def caller(_: int) -> None:
-        run_delegations(supervisor, per_caller, 1)
-
-    runs: list[dict[str, float]] = []
-    try:
-        run_delegations(supervisor, min(50, count), 1)  # warm up: threads, session
-        counter = CountingWrites(store)
-        with ThreadPoolExecutor(callers, thread_name_prefix="bench-caller") as pool:
-            for _ in range(rounds):
-                raw_before = raw_commits / raw.commit(raw_commits)
-                writes_before, txn_before = counter.count, lmdb_txn_id(store)
-                started = time.perf_counter()
-                list(pool.map(caller, range(callers)))
-                seconds = time.perf_counter() - started
-                writes, txn_after = counter.count - writes_before, lmdb_txn_id(store)
-                raw_after = raw_commits / raw.commit(raw_commits)
-                rate = total / seconds
-                raw_rate = (raw_before + raw_after) / 2
-                per_attempt = writes / total
-                runs.append(
-                    {
-                        "attempts_per_s": rate,
-                        "raw_lmdb_commits_per_s": raw_rate,
-                        "commits_per_attempt": per_attempt,
-                        "physical_commits_per_attempt": -1.0
-                        if txn_before is None or txn_after is None
-                        else (txn_after - txn_before) / total,
-                        "ratio": rate / (raw_rate / per_attempt),
-                    }
-                )
+        for line in sys.stdin:
+            ask = json.loads(line)
+            figures = side.round(float(ask["seconds"]), int(ask["concurrency"]))
+            out.write(json.dumps(figures) + "\n")
+            out.flush()
     finally:
-        supervisor.shutdown_checked_sync(60)
-        store.close()
-        raw.close()
+        side.close()
+    return 0
+
+
+class Worker:
+    """The bench's end of one worker process."""
+
+    def __init__(self, kind: str, directory: Path, dsn: str) -> None:
+        self.kind = kind
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        }
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "--worker",
+                kind,
+                "--dir",
+                str(directory),
+                "--dsn",
+                dsn,
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+
+    def ready(self) -> None:
+        line = self._line()
+        if json.loads(line).get("ready") != self.kind:
+            raise RuntimeError(f"worker {self.kind} did not start: {line!r}")
+
+    def _line(self) -> str:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"worker {self.kind} exited with {self.process.wait(60)}")
+        return line
+
+    def round(self, seconds: float, concurrency: int) -> dict[str, Any]:
+        assert self.process.stdin is not None
+        self.process.stdin.write(
+            json.dumps({"seconds": seconds, "concurrency": concurrency}) + "\n"
+        )
+        self.process.stdin.flush()
+        figures: dict[str, Any] = json.loads(self._line())
+        return figures
+
+    def close(self, kill: bool = False) -> None:
+        if kill:
+            self.process.kill()
+        if self.process.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.process.stdin.close()
+        try:
+            self.process.wait(120)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(10)
+
+
+def _psql(admin_dsn: str, sql: str) -> None:
+    import psycopg
+
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        conn.execute(sql)  # type: ignore[arg-type]
+
+
+def postgres_url(admin_dsn: str, database: str) -> str:
+    """``admin_dsn`` with its database replaced by ``database``."""
+    base, _, _ = admin_dsn.rpartition("/")
+    return f"{base}/{database}"
+
+
+def measure_comparison(
+    sides: list[str], concurrencies: tuple[int, ...], rounds: int, seconds: float, admin_dsn: str
+) -> dict[str, Any]:
+    """Rounds of every (side, concurrency) in a rotating order; per-round figures."""
+    base = Path(tempfile.mkdtemp(prefix="bench-supervisor-"))
+    dsn = postgres_url(admin_dsn, DBOS_DATABASE)
+    if "dbos-postgres" in sides:
+        _psql(admin_dsn, f"DROP DATABASE IF EXISTS {DBOS_DATABASE}")
+        _psql(admin_dsn, f"CREATE DATABASE {DBOS_DATABASE}")
+    workers: dict[str, Worker] = {}
+    samples: dict[str, list[dict[str, Any]]] = {}
+    failed = True
+    try:
+        for kind in sides:
+            (base / kind).mkdir()
+            workers[kind] = Worker(kind, base / kind, dsn)
+        for worker in workers.values():
+            worker.ready()
+        cells = [(kind, c) for kind in sides for c in (concurrencies if kind != "raw" else (1,))]
+        for n in range(rounds):
+            shift = n % len(cells)
+            for kind, c in cells[shift:] + cells[:shift]:
+                figures = workers[kind].round(seconds, c)
+                figures["round"] = n
+                samples.setdefault(f"{kind}@{c}", []).append(figures)
+        failed = False
+    finally:
+        for worker in workers.values():
+            worker.close(kill=failed)
         shutil.rmtree(base, ignore_errors=True)
-    median = sorted(runs, key=lambda r: r["ratio"])[len(runs) // 2]
-    ratio = median["ratio"]
-    physical = median["physical_commits_per_attempt"]
-    return {
-        "value": round(ratio, 2),
-        "target_min": DURABLE_RATIO_TARGET,
-        "ok": ratio >= DURABLE_RATIO_TARGET,
-        "unit": "ratio",
-        "method": "ours attempts/s / (raw LMDB durable commits/s / durable commits per "
-        f"attempt), median of {rounds} rounds",
-        "attempts_per_s": round(median["attempts_per_s"], 1),
-        "raw_lmdb_commits_per_s": round(median["raw_lmdb_commits_per_s"], 1),
-        "durable_commits_per_attempt": round(median["commits_per_attempt"], 2),
-        "physical_commits_per_attempt": None if physical < 0 else round(physical, 2),
-        "one_commit_per_write_attempts_per_s": round(
-            median["raw_lmdb_commits_per_s"] / median["commits_per_attempt"], 1
-        ),
-        "rounds": [{k: round(v, 2) for k, v in r.items()} for r in runs],
-        "attempts_per_round": total,
-        "callers": callers,
-    }
+        if "dbos-postgres" in sides:
+            _psql(admin_dsn, f"DROP DATABASE IF EXISTS {DBOS_DATABASE}")
+    return samples
 
 
-# -- (d) DBOS Transact on SQLite --------------------------------------------------------------
+def rate(sample: dict[str, Any]) -> float:
+    return float(sample["attempts"]) / float(sample["seconds"])
 
-DBOS_WORKER = r"""
-import json, sys, time
-from concurrent.futures import ThreadPoolExecutor
-from dbos import DBOS
 
-directory, count, callers = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-DBOS(config={
-    "name": "bench-supervisor",
-    "system_database_url": f"sqlite:///{directory}/dbos.sqlite",
-    "log_level": "WARNING",
-    "console_log_level": "WARNING",
-})
+def per_attempt(samples: list[dict[str, Any]], key: str) -> float | None:
+    counted = [s[key] for s in samples if s.get(key) is not None]
+    attempts = sum(s["attempts"] for s in samples if s.get(key) is not None)
+    return None if not counted or not attempts else sum(counted) / attempts
 
-@DBOS.workflow()
-def child(prompt: str) -> str:
-    return "ok"
 
-@DBOS.workflow()
-def parent(prompt: str) -> str:
-    handle = DBOS.start_workflow(child, prompt)
-    return handle.get_result()
+# ---- fsyncs per attempt -------------------------------------------------------------------
+# FSYNC HELPER: the `fsync` helper replaces this function with one reading the store's own
+# fsync counters (storage/). Until then it counts commits: for ours, LMDB write transactions
+# (``last_txnid``: each one is fsync'd before it returns; LMDB syncs the data pages and then
+# the meta page); for DBOS, SQLAlchemy commits; for raw, one per put.
+def fsyncs_per_attempt(samples: list[dict[str, Any]]) -> float | None:
+    """Durable commits per attempt over ``samples`` (``None`` when not counted)."""
+    return per_attempt(samples, "commits")
 
-DBOS.launch()
-try:
-    for n in range(10):
-        parent(f"warm-{n}")
-    started = time.perf_counter()
-    for n in range(count):
-        assert parent(f"seq-{n}") == "ok"
-    sequential = count / (time.perf_counter() - started)
-    started = time.perf_counter()
-    with ThreadPoolExecutor(callers) as pool:
-        results = list(pool.map(lambda n: parent(f"conc-{n}"), range(count)))
-    assert results == ["ok"] * count
-    concurrent = count / (time.perf_counter() - started)
-finally:
-    DBOS.destroy()
-print(json.dumps({"sequential": sequential, "concurrent": concurrent}))
-"""
+
+# ---- end of the fsync helper's place ------------------------------------------------------
+
+
+def comparison_figures(samples: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Rows (rate median and min-max, commits per attempt, CPU per attempt) and the
+    per-round ratios ours / DBOS and ours / raw-commit bound."""
+    from bench._common import spread
+
+    rows: dict[str, Any] = {}
+    for cell, runs in samples.items():
+        kind, _, c = cell.partition("@")
+        attempts = sum(r["attempts"] for r in runs)
+        rows[cell] = {
+            "side": kind,
+            "label": LABELS[kind],
+            "concurrency": int(c),
+            "per_s": spread([rate(r) for r in runs]),
+            "rounds_per_s": [round(rate(r), 1) for r in runs],
+            "writes_per_attempt": per_attempt(runs, "writes"),
+            "fsyncs_per_attempt": fsyncs_per_attempt(runs),
+            "cpu_ms_per_attempt": 1e3 * sum(r["cpu_s"] for r in runs) / max(1, attempts),
+        }
+    ratios: dict[str, Any] = {}
+    for ours in OURS:
+        for other in DBOS_SIDES:
+            for cell in [k for k in samples if k.startswith(f"{ours}@")]:
+                c = cell.partition("@")[2]
+                theirs = samples.get(f"{other}@{c}")
+                if not theirs:
+                    continue
+                by_round = {r["round"]: rate(r) for r in theirs}
+                values = [
+                    rate(r) / by_round[r["round"]] for r in samples[cell] if r["round"] in by_round
+                ]
+                ratios[f"{ours}/{other}@{c}"] = spread(values) | {
+                    "rounds": [round(v, 2) for v in values]
+                }
+    raw = {r["round"]: rate(r) for r in samples.get("raw@1", [])}
+    for cell in [k for k in samples if k.startswith("kernel@")]:
+        values = []
+        for r in samples[cell]:
+            if r["round"] in raw and r.get("writes"):
+                bound = raw[r["round"]] / (r["writes"] / r["attempts"])
+                values.append(rate(r) / bound)
+        if values:
+            ratios[f"kernel/raw-bound@{cell.partition('@')[2]}"] = spread(values) | {
+                "rounds": [round(v, 2) for v in values]
+            }
+    return {"rows": rows, "ratios": ratios}
 
 
 def dbos_available() -> bool:
@@ -389,22 +759,12 @@ def dbos_available() -> bool:
     return importlib.util.find_spec("dbos") is not None
 
 
-def measure_dbos(count: int, callers: int) -> dict[str, Any]:
-    directory = tempfile.mkdtemp(prefix="bench-dbos-")
+def postgres_available(admin_dsn: str) -> bool:
     try:
-        done = subprocess.run(
-            [sys.executable, "-c", DBOS_WORKER, directory, str(count), str(callers)],
-            capture_output=True,
-            text=True,
-            timeout=900,
-            check=False,
-        )
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"the DBOS worker failed: {done.stderr.strip()[-2000:]}")
-    figures: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
-    return figures
+        _psql(admin_dsn, "SELECT 1")
+    except Exception:
+        return False
+    return True
 
 
 # -- report -----------------------------------------------------------------------------------
@@ -416,7 +776,15 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def table(result: dict[str, Any]) -> str:
+def _spread_text(s: dict[str, float]) -> str:
+    return f"{_fmt(s['median'])} [{_fmt(s['min'])}-{_fmt(s['max'])}]"
+
+
+def _maybe(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def figures_table(result: dict[str, Any]) -> list[str]:
     rows = [("figure", "value", "target", "ok")]
     for name, fig in result["figures"].items():
         if "target_min" in fig:
@@ -426,37 +794,116 @@ def table(result: dict[str, Any]) -> str:
         else:
             target = "-"
         ok = "-" if fig.get("ok") is None else ("yes" if fig["ok"] else "NO")
-        value = "skipped" if fig.get("value") is None else f"{_fmt(fig['value'])} {fig['unit']}"
+        if fig.get("value") is None:
+            value = f"skipped ({fig.get('skipped')})"
+        elif "min" in fig:
+            value = f"{_fmt(fig['value'])} [{_fmt(fig['min'])}-{_fmt(fig['max'])}] {fig['unit']}"
+        else:
+            value = f"{_fmt(fig['value'])} {fig['unit']}"
         rows.append((name, value, target, ok))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    durable = result["figures"]["durable_ratio"]
+    return lines
+
+
+def comparison_table(comparison: dict[str, Any]) -> list[str]:
+    head = ("side", "conc", "attempts/s median [min-max]", "writes/att", "fsyncs/att", "CPU ms/att")
+    rows = [head]
+    for row in comparison["rows"].values():
+        rows.append(
+            (
+                row["label"],
+                str(row["concurrency"]),
+                _spread_text(row["per_s"]),
+                _maybe(row["writes_per_attempt"]),
+                _maybe(row["fsyncs_per_attempt"]),
+                f"{row['cpu_ms_per_attempt']:.2f}",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines.append("")
+    lines.append("ratios, per round (both sides measured in the same round), median [min-max]:")
+    for name, ratio in comparison["ratios"].items():
+        lines.append(f"  {name:<34} {_spread_text(ratio)}  rounds {ratio['rounds']}")
+    return lines
+
+
+def table(result: dict[str, Any]) -> str:
     throughput = result["figures"]["memory_attempts_per_s"]
-    notes = [
+    lines = [
+        *figures_table(result),
         "",
-        f"load average {result['load_before']} (before) / {result['load_after']} (after), "
-        f"{result['cpus']} CPUs; quick={result['quick']}",
         f"memory: {result['figures']['memory_per_live_attempt_kib']['method']}",
         f"in-memory throughput: rounds {throughput['rounds']} attempts/s; process CPU "
         f"{throughput['cpu_us_per_attempt']} us per attempt (all threads); best round "
         f"{throughput['best_round_cpu_us_per_attempt']} us",
-        f"durable: {durable.get('attempts_per_s')} attempts/s with "
-        f"{durable.get('callers')} callers; raw LMDB {durable.get('raw_lmdb_commits_per_s')} "
-        f"commits/s; {durable.get('durable_commits_per_attempt')} durable commits per attempt "
-        f"({durable.get('physical_commits_per_attempt')} LMDB transactions per attempt after "
-        "batching)",
+        "",
+        f"interleaved comparison: {result['comparison_method']}",
+        *comparison_table(result["comparison"]),
     ]
-    dbos = result["figures"]["ours_over_dbos"]
-    if dbos.get("value") is not None:
-        notes.append(
-            f"dbos: {dbos['dbos_attempts_per_s']} parent+child workflows/s "
-            f"(sequential {dbos['dbos_sequential_per_s']}, {dbos['callers']} callers "
-            f"{dbos['dbos_concurrent_per_s']})"
+    if result.get("dbos_skipped"):
+        lines.append(f"dbos: skipped ({result['dbos_skipped']})")
+    lines += [
+        "",
+        f"load average before: {result['load_before']}; after: {result['load_after']} "
+        f"({result['cpus']} CPUs, shared with other work); quick={result['quick']}",
+    ]
+    return "\n".join(lines)
+
+
+def ratio_figure(
+    comparison: dict[str, Any], key: str, target: float, method: str
+) -> dict[str, Any]:
+    found = comparison["ratios"].get(key)
+    if found is None:
+        return {
+            "value": None,
+            "target_min": target,
+            "ok": None,
+            "unit": "x",
+            "skipped": "not measured",
+        }
+    return {
+        "value": round(found["median"], 2),
+        "min": round(found["min"], 2),
+        "max": round(found["max"], 2),
+        "rounds": found["rounds"],
+        "target_min": target,
+        "ok": found["median"] >= target,
+        "unit": "x",
+        "method": method,
+    }
+
+
+def comparison_result(comparison: dict[str, Any], skipped: str | None) -> dict[str, dict[str, Any]]:
+    figures = {
+        "durable_ratio": ratio_figure(
+            comparison,
+            "kernel/raw-bound@32",
+            DURABLE_RATIO_TARGET,
+            "ours attempts/s at 32 callers / (raw LMDB durable commits/s / commit requests "
+            "per attempt), per round",
         )
-    else:
-        notes.append(f"dbos: skipped ({dbos.get('skipped')})")
-    return "\n".join(lines + notes)
+    }
+    for other, target in (
+        ("dbos-sqlite", DBOS_SQLITE_TARGET),
+        ("dbos-postgres", DBOS_POSTGRES_TARGET),
+    ):
+        for c in (1, 32):
+            name = f"ours_over_{other.replace('-', '_')}_c{c}"
+            figure = ratio_figure(
+                comparison,
+                f"kernel/{other}@{c}",
+                target,
+                f"ours (kernel, LMDB durable) / {LABELS[other]}, {c} callers, per round",
+            )
+            if skipped and figure["value"] is None:
+                figure["skipped"] = skipped
+            figures[name] = figure
+    return figures
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -464,49 +911,53 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small counts: a smoke test")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--no-dbos", action="store_true", help="skip the DBOS comparison")
+    parser.add_argument("--no-postgres", action="store_true", help="skip DBOS on PostgreSQL")
+    parser.add_argument("--no-sdk", action="store_true", help="skip ours through the SDK host")
+    parser.add_argument("--rounds", type=int, default=None, help="comparison rounds")
+    parser.add_argument("--seconds", type=float, default=None, help="seconds per side per round")
+    parser.add_argument(
+        "--admin-dsn",
+        default=os.environ.get("SUBAGENTS_PG_ADMIN_DSN", DEFAULT_ADMIN_DSN),
+        help="a DSN allowed to CREATE DATABASE (DBOS on PostgreSQL gets its own, dropped after)",
+    )
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--dir", help=argparse.SUPPRESS)
+    parser.add_argument("--dsn", default="", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.worker:
+        return worker_main(args.worker, args.dir, args.dsn)
     quick = args.quick
-    load_before = load_average()
+    load_before = print_load("before", sys.stderr if args.json else sys.stdout)
     figures: dict[str, dict[str, Any]] = {}
     figures["memory_per_live_attempt_kib"] = measure_memory(100 if quick else 1000)
     figures["memory_attempts_per_s"] = measure_memory_throughput(
         count=300 if quick else 4000, window=64, rounds=1 if quick else 3
     )
-    callers = 8 if quick else 32
-    durable = measure_durable(
-        count=160 if quick else 1600,
-        callers=callers,
-        raw_commits=100 if quick else 500,
-        rounds=1 if quick else 5,
-    )
-    figures["durable_ratio"] = durable
-    ours = durable["attempts_per_s"]
-    if args.no_dbos or not dbos_available():
-        figures["ours_over_dbos"] = {
-            "value": None,
-            "target_min": DBOS_FACTOR_TARGET,
-            "ok": None,
-            "unit": "x",
-            "skipped": "--no-dbos" if args.no_dbos else "dbos is not installed",
-        }
+    sides = ["raw", "kernel"] + ([] if args.no_sdk else ["sdk"])
+    skipped = None
+    if args.no_dbos:
+        skipped = "--no-dbos"
+    elif not dbos_available():
+        skipped = "dbos is not installed (the bench extra)"
     else:
-        dbos = measure_dbos(count=30 if quick else 300, callers=callers)
-        best = max(dbos["sequential"], dbos["concurrent"])
-        factor = ours / best
-        figures["ours_over_dbos"] = {
-            "value": round(factor, 2),
-            "target_min": DBOS_FACTOR_TARGET,
-            "ok": factor >= DBOS_FACTOR_TARGET,
-            "unit": "x",
-            "method": "our durable LMDB attempts/s / DBOS (SQLite) parent+child workflows/s",
-            "ours_attempts_per_s": ours,
-            "dbos_attempts_per_s": round(best, 1),
-            "dbos_sequential_per_s": round(dbos["sequential"], 1),
-            "dbos_concurrent_per_s": round(dbos["concurrent"], 1),
-            "callers": callers,
-        }
+        sides.append("dbos-sqlite")
+        if args.no_postgres:
+            skipped = "--no-postgres"
+        elif not postgres_available(args.admin_dsn):
+            skipped = f"no PostgreSQL at {args.admin_dsn}"
+        else:
+            sides.append("dbos-postgres")
+    rounds = args.rounds or (2 if quick else 5)
+    seconds = args.seconds or (0.5 if quick else 2.0)
+    samples = measure_comparison(sides, (1, 32), rounds, seconds, args.admin_dsn)
+    comparison = comparison_figures(samples)
+    figures.update(comparison_result(comparison, skipped))
     result = {
         "figures": figures,
+        "comparison": comparison,
+        "comparison_method": f"{rounds} rounds x {seconds:g} s per side and concurrency, "
+        "each side in its own process, the order rotating round by round",
+        "dbos_skipped": skipped,
         "quick": quick,
         "cpus": os.cpu_count(),
         "load_before": load_before,

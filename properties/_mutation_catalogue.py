@@ -230,10 +230,11 @@ _TERMINAL = (
     ),
     _k(
         "K18-commit-keeps-agent-index",
-        "            self._leave_active(txn, new)\n            return new\n\n"
-        "        return self.backend.write(fn)\n\n    @staticmethod\n    def _admit_artifact",
-        "            return new\n\n"
-        "        return self.backend.write(fn)\n\n    @staticmethod\n    def _admit_artifact",
+        "            self._leave_active(txn, new)\n"
+        "            self._emit_terminal(txn, new, now, started=_starts(stored, commit))\n"
+        "            return new\n",
+        "            self._emit_terminal(txn, new, now, started=_starts(stored, commit))\n"
+        "            return new\n",
         "a terminal commit leaves the attempt in the active index (missing index move)",
         "fencing",
     ),
@@ -377,9 +378,12 @@ _DELIVERY = (
         "K35-release-keeps-claim-index",
         "        if record.delivery_claim is not None:\n"
         "            self._drop_claim_entries(txn, record, record.delivery_claim)\n"
-        "        self._put_attempt(txn, new)\n        return new\n\n"
-        "    def _settle_linked(",
-        "        self._put_attempt(txn, new)\n        return new\n\n    def _settle_linked(",
+        "        self._put_attempt(txn, new)\n"
+        "        self._emit_attempt(\n            txn,\n"
+        '            new,\n            "attempt.released",',
+        "        self._put_attempt(txn, new)\n"
+        "        self._emit_attempt(\n            txn,\n"
+        '            new,\n            "attempt.released",',
         "releasing a claim leaves its claim index entry (missing index delete)",
         "delivery",
     ),

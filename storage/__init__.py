@@ -45,6 +45,7 @@ from ._errors import StaleFence as StaleFence
 from ._errors import StorageFull as StorageFull
 from ._errors import StoreError as StoreError
 from ._errors import StoreRefused as StoreRefused
+from ._events import StoreEvent as StoreEvent
 from ._identity import StoreIdentity as StoreIdentity
 from ._kernel import KernelStore as KernelStore
 from ._lmdb import LmdbBackend as LmdbBackend
@@ -131,6 +132,7 @@ __all__ = [
     "StaleFence",
     "StorageFull",
     "StoreError",
+    "StoreEvent",
     "StoreIdentity",
     "StoreRefused",
     "SystemClock",

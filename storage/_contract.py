@@ -18,12 +18,14 @@ third-party store implements this class directly and can be checked with the
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from statemachines import RunStatus, SessionStatus
 
 from ._clock import Clock
 from ._errors import Failed
+from ._events import EventListener, StoreEvent
 from ._records import (
     AcquireContinuation,
     Artifact,
@@ -130,7 +132,14 @@ class SessionStore(abc.ABC):
         acknowledges them (delivered, ``delivered_claim_id`` and
         ``delivered_to_run_id`` set, suppression cleared); ``failed`` or
         ``cancelled`` releases them to undelivered with
-        ``automatic_continuation_suppressed_by_run_id`` = this run."""
+        ``automatic_continuation_suppressed_by_run_id`` = this run.
+
+        A store with an event log appends, in the same transaction, ``run.started``
+        (data ``profile``) or the terminal event ``run.completed`` / ``run.failed`` /
+        ``run.cancelled`` (data ``output`` / ``error`` / ``reason``: the preview),
+        and an ``attempt.delivered`` or ``attempt.released`` event per claim it
+        settles. A no-op appends nothing. (:meth:`storage.KernelStore.transition_run`
+        also takes ``event_data``, merged into the run's event.)"""
 
     @abc.abstractmethod
     def renew_run_admission(
@@ -373,6 +382,36 @@ class SessionStore(abc.ABC):
         delivery evidence and the fingerprint (backfilling a missing one only
         while the complete terminal projection still exists). Idempotent.
         """
+
+    # -- events (the outbox) ----------------------------------------------------------------
+
+    def append_event(
+        self, session_id: str, kind: str, run_id: str | None, data: dict[str, Any]
+    ) -> StoreEvent:
+        """Append an event to the session's log, numbered after every event committed
+        so far (the store's own run and attempt events share the sequence); ``at`` is
+        the store's clock. A store without an event log raises :class:`Failed`."""
+        raise Failed(f"{type(self).__name__} keeps no event log")
+
+    def replay_events(
+        self, session_id: str, after_seq: int = 0, limit: int = 1000
+    ) -> list[StoreEvent]:
+        """Up to ``limit`` committed events of the session with ``seq > after_seq``, in
+        order (one consistent snapshot). Seqs are dense from 1. A store without an event
+        log has none."""
+        return []
+
+    def last_event_seq(self, session_id: str) -> int:
+        """The seq of the session's last committed event (0: none)."""
+        return 0
+
+    def add_event_listener(self, listener: EventListener) -> Callable[[], None]:
+        """Call ``listener(events)`` with the events each write of this store object
+        committed, once it committed, on the thread that called the write, in seq
+        order; an exception it raises is logged and swallowed. Returns the function
+        that removes it. Events committed by other processes are not reported (read
+        them with :meth:`replay_events`)."""
+        return lambda: None
 
     def drain(self) -> None:
         """Return once every store-owned background operation has finished.

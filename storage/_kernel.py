@@ -37,6 +37,13 @@ meta          ``b"store_identity"``                            StoreIdentity
 quarantine    table, NUL, key                                  the bytes a repair moved aside
 ============= ================================================ =====================
 
+Events (the outbox, :mod:`storage._events`): when the backend also has the
+tables ``host_events`` / ``host_meta`` (:attr:`KernelStore.EVENT_TABLES`; every
+store of this package gives them), each operation appends the run and attempt
+events of its change inside its own transaction (``_emit``), numbered densely per
+session; they have a layout marker and sealing of their own, so the kernel's
+migration never seals them.
+
 Checksums (layout 3): every value of every table is *sealed*
 (:mod:`storage._sealed`): stored with a CRC-32 over its table, key and bytes.
 The kernel runs on a :class:`~storage._sealed.SealedBackend` view, so a value
@@ -96,7 +103,7 @@ from __future__ import annotations
 import math
 import operator
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 import msgspec
@@ -116,6 +123,7 @@ from statemachines import (
 )
 
 from . import _codec as codec
+from . import _events as evlog
 from ._backend import Backend, Txn
 from ._clock import AnchoredClock, Clock, IdSource, RandomIds
 from ._continuation import continuation_cause, continuation_input, retained_view
@@ -183,6 +191,18 @@ HOST_PROCESS_LOST_ERROR = "host process lost"
 FAILURE_CATEGORIES = frozenset({"execution_error", "cancelled", HOST_PROCESS_LOST})
 
 _TERMINAL_EXEC = frozenset(EXECUTION.terminal)
+_BEFORE_RUNNING = frozenset({ExecutionStatus.ACCEPTED, ExecutionStatus.STARTING})
+_RUN_EVENT_KIND = {
+    RunStatus.RUNNING: "run.started",
+    RunStatus.COMPLETED: "run.completed",
+    RunStatus.FAILED: "run.failed",
+    RunStatus.CANCELLED: "run.cancelled",
+}
+_RUN_EVENT_FIELD = {
+    RunStatus.COMPLETED: "output",
+    RunStatus.FAILED: "error",
+    RunStatus.CANCELLED: "reason",
+}
 _LIVE_RUN = frozenset({RunStatus.ADMITTED, RunStatus.RUNNING})
 _DEAD_CONSUMER = frozenset({RunStatus.FAILED, RunStatus.CANCELLED})
 _META_SCHEMA = b"schema_version"
@@ -262,6 +282,9 @@ class KernelStore(SessionStore):
 
     Threads: every method may be called from any thread; atomicity and
     isolation come from the backend's transactions.
+
+    ``has_events``: whether the backend has :attr:`EVENT_TABLES` (then every run and
+    attempt change commits its event with it, and :meth:`append_event` works).
     """
 
     TABLES: tuple[str, ...] = (
@@ -275,6 +298,9 @@ class KernelStore(SessionStore):
         "meta",
         "quarantine",
     )
+    EVENT_TABLES: tuple[str, ...] = evlog.EVENT_TABLES
+    """The outbox's tables (:mod:`storage._events`): a backend that has them gets
+    every run and attempt event appended in the transaction of its change."""
 
     def __init__(
         self,
@@ -290,13 +316,19 @@ class KernelStore(SessionStore):
             raise Failed("backend lacks tables the kernel needs", tables=missing)
         if not retention_seconds > 0:
             raise ValueError("retention_seconds must be positive")
+        if isinstance(backend, evlog.EventOutbox):  # another store's view: share its backend
+            backend = backend.inner
         self._raw_backend = raw_backend(backend)
-        self._backend = instrument_backend(sealed(backend))
+        self._outbox = evlog.EventOutbox(sealed(backend))
+        self._backend: Backend = instrument_backend(self._outbox)
+        self.has_events = set(self.EVENT_TABLES) <= set(backend.tables)
         self.clock: Clock = clock if clock is not None else AnchoredClock()
         self.retention_seconds = float(retention_seconds)
         self.identity: StoreIdentity = self._open_layout(
             ids if ids is not None else RandomIds(), expect_store_id
         )
+        if self.has_events:
+            evlog.open_event_layout(self._raw_backend)
 
     @property
     def backend(self) -> Backend:
@@ -409,6 +441,60 @@ class KernelStore(SessionStore):
     @staticmethod
     def _put_attempt(txn: Txn, record: AttemptRecord) -> None:
         txn.put("attempts", codec.attempt_key(record.attempt_id), codec.ATTEMPT.encode(record))
+
+    def _emit(
+        self,
+        txn: Txn,
+        session_id: str,
+        kind: str,
+        run_id: str | None,
+        data: dict[str, Any],
+        *,
+        now: float,
+    ) -> None:
+        """Append one event in this transaction (the outbox); nothing without event tables."""
+        if self.has_events:
+            self._outbox.collect(evlog.append(txn, session_id, kind, run_id, data, at=now))
+
+    def _emit_attempt(
+        self, txn: Txn, record: AttemptRecord, kind: str, now: float, **data: Any
+    ) -> None:
+        """An ``attempt.*`` event of ``record``, under its parent session and run."""
+        data = {"attempt_id": record.attempt_id, **data}
+        self._emit(txn, record.parent_session_id, kind, record.parent_run_id, data, now=now)
+
+    def _emit_run(self, txn: Txn, run: RunRecord, now: float, extra: dict[str, Any] | None) -> None:
+        """``run.started`` or the run's terminal event, with the caller's ``extra``."""
+        kind = _RUN_EVENT_KIND.get(run.status)
+        if kind is None:
+            return
+        if run.status == RunStatus.RUNNING:
+            data: dict[str, Any] = {"profile": run.profile} if run.profile else {}
+        else:
+            data = {_RUN_EVENT_FIELD[run.status]: run.output_preview}
+        if extra:
+            data.update(extra)
+        self._emit(txn, run.session_id, kind, run.run_id, data, now=now)
+
+    def _emit_started(self, txn: Txn, record: AttemptRecord, now: float) -> None:
+        fencing = record.owner_lease.fencing_generation
+        self._emit_attempt(txn, record, "attempt.started", now, fencing_generation=fencing)
+
+    def _emit_terminal(
+        self, txn: Txn, record: AttemptRecord, now: float, *, started: bool = False
+    ) -> None:
+        """``attempt.terminal`` (after ``attempt.started`` when the same commit also
+        made the attempt running)."""
+        if started:
+            self._emit_started(txn, record, now)
+        ref = record.result_ref
+        data: dict[str, Any] = {"status": str(record.execution_status)}
+        if record.failure_category is not None:
+            data["error_category"] = record.failure_category
+        if ref is not None:
+            data["result_digest"] = ref.digest
+            data["result_bytes"] = ref.size_bytes
+        self._emit_attempt(txn, record, "attempt.terminal", now, **data)
 
     def _live_head(self, txn: Txn, session_id: str, now: float) -> RunRecord | None:
         """The session's latest run when it is live. Earlier runs cannot be: a run
@@ -523,6 +609,14 @@ class KernelStore(SessionStore):
         if claim is not None:
             self._drop_claim_entries(txn, record, claim)
         self._put_attempt(txn, new)
+        self._emit_attempt(
+            txn,
+            new,
+            "attempt.delivered",
+            now,
+            claim_id=claim_id,
+            consumer_run_id=new.delivered_to_run_id,
+        )
         return new
 
     @staticmethod
@@ -556,6 +650,14 @@ class KernelStore(SessionStore):
         )
         if claim.continuation_run_id is not None:
             txn.put(_IX, codec.link_key(sess, claim.continuation_run_id, aid), b"")
+        self._emit_attempt(
+            txn,
+            new,
+            "attempt.claimed",
+            now,
+            claim_id=claim.claim_id,
+            consumer_run_id=claim.continuation_run_id,
+        )
         return new
 
     def _release(
@@ -579,6 +681,14 @@ class KernelStore(SessionStore):
         if record.delivery_claim is not None:
             self._drop_claim_entries(txn, record, record.delivery_claim)
         self._put_attempt(txn, new)
+        self._emit_attempt(
+            txn,
+            new,
+            "attempt.released",
+            now,
+            claim_id=record.delivery_claim.claim_id if record.delivery_claim else None,
+            suppressed_by_run_id=new.automatic_continuation_suppressed_by_run_id,
+        )
         return new
 
     def _settle_linked(self, txn: Txn, run: RunRecord, now: float) -> None:
@@ -786,6 +896,14 @@ class KernelStore(SessionStore):
                     run_id=live.run_id,
                 )
             stored = self._insert_run(txn, run, now)
+            self._emit(
+                txn,
+                run.session_id,
+                "run.admitted",
+                run.run_id,
+                {"trigger_type": run.trigger_type},
+                now=now,
+            )
             receipt = RunAdmissionReceipt(
                 run=stored, idempotency_key=idempotency_key, request_digest=digest
             )
@@ -829,6 +947,7 @@ class KernelStore(SessionStore):
         *,
         admission_id: str | None = None,
         output_preview: str | None = None,
+        event_data: dict[str, Any] | None = None,
     ) -> RunRecord:
         def fn(txn: Txn) -> RunRecord:
             now = self.clock.now()
@@ -869,6 +988,8 @@ class KernelStore(SessionStore):
                 output_preview=output_preview if output_preview is not None else run.output_preview,
             )
             txn.put("runs", codec.run_key(session_id, run_id), codec.RUN.encode(new))
+            if run.status != status:
+                self._emit_run(txn, new, now, event_data)
             if status not in _LIVE_RUN:
                 self._settle_linked(txn, new, now)
             return new
@@ -965,6 +1086,16 @@ class KernelStore(SessionStore):
                 )
             txn.put("attempts", k, codec.ATTEMPT.encode(record))
             txn.put(_IX, agent_key, record.attempt_id.encode("utf-8"))
+            lease = record.owner_lease
+            self._emit_attempt(
+                txn,
+                record,
+                "attempt.accepted",
+                now,
+                agent_id=record.agent_id,
+                fencing_generation=lease.fencing_generation,
+                owner=lease.host_instance_id,
+            )
             return record
 
         return self.backend.write(fn)
@@ -1021,6 +1152,10 @@ class KernelStore(SessionStore):
                 updated_at=now,
             )
             self._put_attempt(txn, new)
+            if new.execution_status == ExecutionStatus.RUNNING and (
+                stored.execution_status in _BEFORE_RUNNING
+            ):
+                self._emit_started(txn, new, now)
             return new
 
         return self.backend.write(fn)
@@ -1146,6 +1281,7 @@ class KernelStore(SessionStore):
             new = _replace(record, owner_lease=stored.owner_lease, terminal_fingerprint=fingerprint)
             self._put_attempt(txn, new)
             self._leave_active(txn, new)
+            self._emit_terminal(txn, new, now, started=_starts(stored, commit))
             return new
 
         return self.backend.write(fn)
@@ -1523,6 +1659,8 @@ class KernelStore(SessionStore):
                     run_id=run.run_id,
                 )
             admitted = self._insert_run(txn, run, now)
+            admitted_data = {"trigger_type": run.trigger_type, "attempt_id": attempt_id}
+            self._emit(txn, session_id, "run.admitted", run.run_id, admitted_data, now=now)
             # Claimed for the continuation run: its completion is the acknowledgement.
             linked = DeliveryClaim(
                 claim_id=request.claim_id,
@@ -1648,6 +1786,7 @@ class KernelStore(SessionStore):
                 lost = self._synthesize_lost(record, now)
                 self._put_attempt(txn, lost)
                 self._leave_active(txn, lost)
+                self._emit_terminal(txn, lost, now)
                 changed.append(lost)
             for attempt_id in expired_claims:
                 record = self._attempt(txn, attempt_id)
@@ -1762,7 +1901,49 @@ class KernelStore(SessionStore):
             updated_at=now,
         )
         self._put_attempt(txn, new)
+        self._emit_attempt(txn, new, "attempt.expired", now)
         return new
+
+    # -- events -----------------------------------------------------------------------------
+
+    def _require_events(self) -> None:
+        if not self.has_events:
+            raise Failed("this store's backend has no event tables", tables=self.EVENT_TABLES)
+
+    def append_event(
+        self, session_id: str, kind: str, run_id: str | None, data: dict[str, Any]
+    ) -> evlog.StoreEvent:
+        _check_id("session_id", session_id)
+        self._require_events()
+
+        def fn(txn: Txn) -> evlog.StoreEvent:
+            now = self.clock.now()
+            event = evlog.append(txn, session_id, kind, run_id, data, at=now)
+            self._outbox.collect(event)
+            return event
+
+        return self.backend.write(fn)
+
+    def replay_events(
+        self, session_id: str, after_seq: int = 0, limit: int = 1000
+    ) -> list[evlog.StoreEvent]:
+        if not self.has_events:
+            return []
+        return self.backend.read(lambda txn: evlog.replay(txn, session_id, after_seq, limit))
+
+    def last_event_seq(self, session_id: str) -> int:
+        if not self.has_events:
+            return 0
+        return self.backend.read(lambda txn: evlog.last_seq(txn, session_id))
+
+    def add_event_listener(self, listener: evlog.EventListener) -> Callable[[], None]:
+        return self._outbox.add_listener(listener)
+
+    def next_fencing_generation(self) -> int:
+        """The next value of the durable fencing counter (``host_meta``), one write
+        transaction: every caller, in every process sharing the store, gets a new one."""
+        self._require_events()
+        return self.backend.write(evlog.next_generation)
 
     def drain(self) -> None:
         """Delegate to the backend: return once every accepted write committed or failed."""
@@ -2075,6 +2256,14 @@ def _validate_terminal(
         artifact.content.encode("utf-8")
     ):
         raise bad("artifact digest or size does not match its content")
+
+
+def _starts(stored: AttemptRecord, commit: TerminalCommit) -> bool:
+    """Whether a terminal commit also makes the attempt running first: the statuses
+    it passed through (``via``, when the commit carries them) reach ``running`` from
+    before it."""
+    via: tuple[str, ...] = getattr(commit, "via", ())
+    return stored.execution_status in _BEFORE_RUNNING and ExecutionStatus.RUNNING in via
 
 
 def _receipt_claim_id(receipt: ContinuationReceipt) -> str | None:

@@ -25,8 +25,11 @@ answered (its value or its exception) only after the commit that holds its
 writes returned. While writers are concurrent, a new leader briefly waits
 (woken as each one queues, at most half an fsync) for as many writers as the
 previous batch held, so N steady writers share one commit; a lone writer keeps
-the direct path. A full map aborts the batch and runs each function alone, so
-one that does not fit never fails one that does.
+the direct path unless the backend was opened with a ``linger_seconds`` window
+(then a writer that finds the writer idle waits up to that long for a second
+one before it commits; default 0, see :class:`LmdbBackend`). A full map
+aborts the batch and runs each function alone, so one that does not fit never
+fails one that does.
 
 Opening. Before LMDB maps ``data.mdb`` (once per path per process) the
 directory is checked with plain file I/O (:func:`storage._lmdbfile.preflight`):
@@ -343,8 +346,11 @@ class _Env:
         auto_grow: bool,
         max_readers: int,
         max_dbs: int,
+        linger: float = 0.0,
     ) -> None:
         self.path = path
+        # How long a lone writer waits for a second one before committing (0: it does not).
+        self.linger = linger
         self.pid = os.getpid()
         self.sync = sync
         self.auto_grow = auto_grow
@@ -446,12 +452,14 @@ class _Env:
                 self.enqueued.notify_all()
             else:
                 self.busy = True
-                if self.last_batch > 1:
-                    # Writers were concurrent a moment ago: lead a batch and
-                    # let them join it, instead of committing alone first.
+                if self.last_batch > 1 or self.linger > 0:
+                    # Writers were concurrent a moment ago (or the backend
+                    # lingers): lead a batch and let them join it, instead of
+                    # committing alone first.
                     pending = _Pending(fn, dbs)
                     pending.promoted = True
                     self.queue.append(pending)
+                    self.enqueued.notify_all()
         if pending is None:
             # Uncontended: run on the caller's thread, no hand-off.
             try:
@@ -494,13 +502,16 @@ class _Env:
         again; wait (at most ``_GATHER_SECONDS``, woken as each one queues)
         until as many are queued as the previous batch held, so a steady
         stream of N concurrent writers shares one commit instead of
-        alternating between one alone and N-1 together. A lone writer never
-        waits: the previous batch held only itself.
+        alternating between one alone and N-1 together. A lone writer
+        waits only with a ``linger`` window: at most that long, for a second
+        writer.
         """
         with self.mu:
             want = self.last_batch
             if want > 1 and len(self.queue) < want:
                 self.enqueued.wait_for(lambda: len(self.queue) >= want, _GATHER_SECONDS)
+            elif self.linger > 0 and len(self.queue) < 2:
+                self.enqueued.wait_for(lambda: len(self.queue) >= 2, self.linger)
             batch = list(self.queue)
             self.queue.clear()
             self.last_batch = len(batch)
@@ -865,6 +876,15 @@ class LmdbBackend:
     and retry transparently; without it the write fails with
     :class:`StorageFull` and nothing of it is written.
 
+    ``linger_seconds``: the group-commit window of a lone writer. With 0 (the
+    default) a write that finds the writer idle commits at once on its own
+    thread; with a window it waits up to that long (woken as soon as a second
+    write queues) so that writes arriving close together share one commit.
+    The first opener's window applies to every backend on the path. The
+    default follows bench/linger.py's figures: every microsecond of the
+    window is paid by a lone writer, and concurrent writers already batch
+    without it.
+
     ``verify_bytes``: a ``data.mdb`` up to this size is walked by py-lmdb's
     offline verifier before it is mapped (see the module docstring); larger
     ones get the cheap checks only (marker, meta pages, size). Opening raises
@@ -888,6 +908,7 @@ class LmdbBackend:
         max_readers: int = DEFAULT_MAX_READERS,
         max_dbs: int | None = None,
         verify_bytes: int = DEFAULT_VERIFY_BYTES,
+        linger_seconds: float = 0.0,
     ) -> None:
         if not tables:
             raise Failed("an LMDB backend needs at least one table", path=str(path))
@@ -897,6 +918,8 @@ class LmdbBackend:
                 map_size=map_size,
                 max_map_size=max_map_size,
             )
+        if not 0.0 <= linger_seconds <= 1.0:
+            raise Failed("linger_seconds must be between 0 and 1", linger_seconds=linger_seconds)
         self.tables: Sequence[str] = tuple(tables)
         self.sync = sync
         try:
@@ -928,6 +951,7 @@ class LmdbBackend:
                         auto_grow=auto_grow,
                         max_readers=max_readers,
                         max_dbs=max_dbs if max_dbs is not None else len(self.tables) + 8,
+                        linger=linger_seconds,
                     )
                 except (lmdb.Error, OSError) as exc:
                     raise _map_error(exc, op="open", path=self.path) from exc
@@ -1104,7 +1128,7 @@ class LmdbSessionStore(KernelStore):
     ) -> None:
         backend = LmdbBackend(
             path,
-            tables=KernelStore.TABLES,
+            tables=KernelStore.TABLES + KernelStore.EVENT_TABLES,
             sync=sync,
             map_size=map_size,
             auto_grow=auto_grow,

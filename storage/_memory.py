@@ -184,5 +184,8 @@ class MemorySessionStore(KernelStore):
         ids: IdSource | None = None,
     ) -> None:
         super().__init__(
-            MemoryBackend(self.TABLES), clock=clock, retention_seconds=retention_seconds, ids=ids
+            MemoryBackend(self.TABLES + self.EVENT_TABLES),
+            clock=clock,
+            retention_seconds=retention_seconds,
+            ids=ids,
         )

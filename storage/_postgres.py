@@ -1086,7 +1086,7 @@ class PostgresSessionStore(KernelStore):
     ) -> None:
         backend = PostgresBackend(
             dsn,
-            tables=self.TABLES,
+            tables=self.TABLES + self.EVENT_TABLES,
             schema=schema,
             pool_size=pool_size,
             pool_timeout=pool_timeout,

@@ -175,6 +175,7 @@ PUBLIC: dict[str, list[str]] = {
         "StaleFence",
         "StorageFull",
         "StoreError",
+        "StoreEvent",
         "StoreIdentity",
         "StoreRefused",
         "SystemClock",

@@ -25,6 +25,14 @@ PREVIEW_BYTES = 2048
 """How much of a result the attempt view shows inline (the rest is behind the link)."""
 EVENT_SCAN = 20_000
 """At most this many of a session's events are read for one attempt's history."""
+SEEK_SLACK = 5.0
+"""An attempt's history is read from this many seconds before its acceptance."""
+STEERED = "attempt.steered"
+"""The event of one steering message queued for an attempt (data: attempt_id,
+steering_id, text_preview)."""
+STEERING_DELIVERED = "attempt.steering_delivered"
+"""An event saying queued steering reached the child (data: attempt_id and
+``steering_ids`` or ``count``); read when present, not written by every store."""
 _ACTIVE = {"accepted", "starting", "running", "waiting"}
 ATTEMPT_MACHINES: tuple[MachineSpec, ...] = (PHASE, EXECUTION, DELIVERY, RETENTION)
 
@@ -107,27 +115,31 @@ def _run_row(
 def delegating_runs(runs: list[RunRecord], attempts: list[AttemptRecord]) -> dict[str, str]:
     """The host run behind each ``parent_run_id`` of ``attempts``.
 
-    An attempt's ``parent_run_id`` is the parent *agent's* run id, which is not
-    the host's run id; a session runs one run at a time, so the delegating host
-    run is the latest one admitted at or before the first attempt that names it.
-    A parent id that is a host run id maps to itself.
+    A host run's SDK run takes the durable run's id, so the ``parent_run_id`` of
+    an attempt a host run delegated *is* that run's id and maps to itself. Any
+    other parent id (an SDK parent outside the host, a store written before the
+    ids were shared) falls back to time: a session runs one run at a time, so
+    the delegating host run is the latest one admitted at or before the first
+    attempt that names it. A parent id admitted after every run maps nowhere.
     """
     host_ids = {run.run_id for run in runs}
-    ordered = sorted(runs, key=lambda r: (r.created_at, r.sequence_no))
-    starts = [run.created_at for run in ordered]
+    found: dict[str, str] = {}
     first: dict[str, float] = {}
     for record in attempts:
-        seen = first.get(record.parent_run_id)
-        if seen is None or record.accepted_at < seen:
-            first[record.parent_run_id] = record.accepted_at
-    found: dict[str, str] = {}
-    for parent, at in first.items():
+        parent = record.parent_run_id
         if parent in host_ids:
             found[parent] = parent
             continue
-        index = bisect.bisect_right(starts, at) - 1
-        if index >= 0:
-            found[parent] = ordered[index].run_id
+        seen = first.get(parent)
+        if seen is None or record.accepted_at < seen:
+            first[parent] = record.accepted_at
+    if first:
+        ordered = sorted(runs, key=lambda r: (r.created_at, r.sequence_no))
+        starts = [run.created_at for run in ordered]
+        for parent, at in first.items():
+            index = bisect.bisect_right(starts, at) - 1
+            if index >= 0:
+                found[parent] = ordered[index].run_id
     return found
 
 
@@ -219,17 +231,43 @@ def session_view(
     }
 
 
+def _seek(service: HostService, session_id: str, at: float) -> int:
+    """The sequence after which ``session_id``'s events reach ``at``: a binary search
+    over the dense sequence numbers (each probe one one-event read), assuming
+    ``at`` grows with the sequence, as it does on one store clock."""
+    low, high = 0, service.events.last_seq(session_id)
+    while low < high:
+        middle = (low + high + 1) // 2
+        probe = service.events.replay(session_id, middle - 1, 1)
+        if probe and probe[0].at < at:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
 def _attempt_events(
     service: HostService, record: AttemptRecord, parent: str
 ) -> list[dict[str, Any]]:
     """The session's logged events that name this attempt (in their data) or that
-    belong to its delegating (host) run ``parent`` or its consumer run."""
-    runs = {parent, record.continuation_run_id}
+    belong to its delegating (host) run ``parent`` or its consumer run, from
+    :data:`SEEK_SLACK` seconds before its acceptance on (so the latest attempt of
+    a long session finds its own events without reading the whole log) and, for
+    an attempt no longer active, up to :data:`SEEK_SLACK` seconds after its
+    record's last change (every ``attempt.*`` event but a steering one commits
+    with a change of the record, and an attempt that is not active is not
+    steered); at most :data:`EVENT_SCAN` events read."""
+    session_id = record.parent_session_id
+    runs = {run for run in (parent, record.continuation_run_id) if run}
+    active = str(record.execution_status) in _ACTIVE
+    until = float("inf") if active else record.updated_at + SEEK_SLACK
     found: list[dict[str, Any]] = []
-    after, read = 0, 0
+    after, read = _seek(service, session_id, record.accepted_at - SEEK_SLACK), 0
     while read < EVENT_SCAN:
-        page = service.events.replay(record.parent_session_id, after, 500)
+        page = service.events.replay(session_id, after, 500)
         for event in page:
+            if event.at > until:
+                return found
             after = event.seq
             data = event.data or {}
             if data.get("attempt_id") == record.attempt_id or event.run_id in runs:
@@ -248,9 +286,107 @@ def _attempt_events(
     return found
 
 
-def _transitions(record: AttemptRecord, consumer: RunRecord | None) -> list[dict[str, Any]]:
-    """The lifecycle moves the record dates: accepted, terminal, claimed, delivered,
-    retention expiry (``at`` in store time; ``due`` marks a time still ahead)."""
+def _mine(events: list[dict[str, Any]], attempt_id: str) -> list[dict[str, Any]]:
+    """The ``attempt.*`` events of ``attempt_id`` among ``events``."""
+    return [
+        e
+        for e in events
+        if e["kind"].startswith("attempt.") and e["data"].get("attempt_id") == attempt_id
+    ]
+
+
+def steering_receipts(events: list[dict[str, Any]], attempt_id: str) -> list[dict[str, Any]]:
+    """One receipt per ``attempt.steered`` event of ``attempt_id``, oldest first.
+
+    ``reached_child`` is ``True`` once an ``attempt.steering_delivered`` event
+    says so (naming it in ``steering_ids``, or counting it among the next
+    ``count`` queued ones: the child drains its queue in order at a turn
+    start), else ``None``: not recorded (the log does not say it did not).
+    """
+    receipts: list[dict[str, Any]] = []
+    for event in _mine(events, attempt_id):
+        data = event["data"]
+        if event["kind"] == STEERED:
+            receipts.append(
+                {
+                    "steering_id": str(data.get("steering_id") or ""),
+                    "at": event["at"],
+                    "seq": event["seq"],
+                    "text_preview": str(data.get("text_preview") or ""),
+                    "reached_child": None,
+                }
+            )
+        elif event["kind"] == STEERING_DELIVERED:
+            _mark_delivered(receipts, data)
+    return receipts
+
+
+def _mark_delivered(receipts: list[dict[str, Any]], data: dict[str, Any]) -> None:
+    named = {str(i) for i in data.get("steering_ids") or ()}
+    count = data.get("count")
+    left = count if isinstance(count, int) and not named else 0
+    for receipt in receipts:
+        if receipt["steering_id"] in named:
+            receipt["reached_child"] = True
+        elif left > 0 and receipt["reached_child"] is None:
+            receipt["reached_child"] = True
+            left -= 1
+
+
+def _event_move(event: dict[str, Any], record: AttemptRecord) -> dict[str, Any] | None:
+    """The lifecycle move an ``attempt.*`` event of ``record`` records (``None``:
+    not a move); a terminal move without an error category takes the record's
+    failure category or cancellation reason when it names the record's status."""
+    data, at = event["data"], event["at"]
+    kind = event["kind"].removeprefix("attempt.")
+    if kind == "accepted":
+        owner = data.get("owner")
+        if isinstance(owner, dict):  # an owner identity rather than its instance id
+            owner = owner.get("host_instance_id")
+        note = f"generation {data.get('fencing_generation', '?')} · {owner or ''}"
+        return {"at": at, "machine": "phase", "to": "accepted", "note": note.rstrip(" ·")}
+    if kind == "started":
+        note = f"generation {data.get('fencing_generation', '?')}"
+        return {"at": at, "machine": "execution", "to": "running", "note": note}
+    if kind == "terminal":
+        status = str(data.get("status") or record.execution_status)
+        note = str(data.get("error_category") or "")
+        if not note and status == str(record.execution_status):
+            note = record.failure_category or record.cancellation_reason or ""
+        return {"at": at, "machine": "execution", "to": status, "note": note}
+    if kind in {"claimed", "delivered", "released"}:
+        to = {"claimed": "claimed", "delivered": "delivered", "released": "undelivered"}[kind]
+        note = f"claim {data.get('claim_id')}"
+        if data.get("consumer_run_id"):
+            note += f" for run {data['consumer_run_id']}"
+        return {"at": at, "machine": "delivery", "to": to, "note": note}
+    if kind == "expired":
+        return {"at": at, "machine": "retention", "to": "expired", "note": ""}
+    return None
+
+
+def _transitions(
+    record: AttemptRecord, consumer: RunRecord | None, events: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Every lifecycle move, ``at`` in store time: those the attempt's ``attempt.*``
+    events record, then, for each kind of move no event records (a store written
+    before the events), the one the record dates (accepted, terminal, claimed,
+    delivered, retention expiry; ``due`` marks an expiry still ahead)."""
+    mine = _mine(events, record.attempt_id)
+    logged = [m for m in (_event_move(e, record) for e in mine) if m is not None]
+    kinds = {(m["machine"], m["to"]) for m in logged}
+    terminal = any(m["machine"] == "execution" and m["to"] != "running" for m in logged)
+    moves = logged + [
+        m
+        for m in _record_moves(record, consumer)
+        if (m["machine"], m["to"]) not in kinds and not (terminal and m["machine"] == "execution")
+    ]
+    moves.sort(key=lambda move: move["at"])
+    return moves
+
+
+def _record_moves(record: AttemptRecord, consumer: RunRecord | None) -> list[dict[str, Any]]:
+    """The lifecycle moves the record itself dates (its latest of each)."""
     moves: list[dict[str, Any]] = [
         {"at": record.accepted_at, "machine": "phase", "to": "accepted", "note": "accepted"}
     ]
@@ -286,7 +422,6 @@ def _transitions(record: AttemptRecord, consumer: RunRecord | None) -> list[dict
                 "note": "" if expired else "due",
             }
         )
-    moves.sort(key=lambda move: move["at"])
     return moves
 
 
@@ -315,6 +450,20 @@ def _consumer(service: HostService, record: AttemptRecord) -> RunRecord | None:
         return None
 
 
+def _delegating_run(service: HostService, record: AttemptRecord) -> str:
+    """The host run that delegated ``record``: its ``parent_run_id`` when that is a
+    durable run (one read), else the session's run by time (:func:`delegating_runs`)."""
+    store, session_id = service.store, record.parent_session_id
+    try:
+        return store.load_run(session_id, record.parent_run_id).run_id
+    except NotFound:
+        pass
+    parents = delegating_runs(
+        store.list_runs(session_id), store.list_attempts(service.namespace_id, session_id)
+    )
+    return parents.get(record.parent_run_id, record.parent_run_id)
+
+
 def attempt_view(service: HostService, attempt_id: str) -> dict[str, Any]:
     """Everything the attempt page shows. Raises :class:`storage.NotFound`."""
     record = service.store.load_attempt(attempt_id)
@@ -323,13 +472,8 @@ def attempt_view(service: HostService, attempt_id: str) -> dict[str, Any]:
     now = service.clock.now()
     lease = record.owner_lease
     consumer = _consumer(service, record)
-    session_runs = service.store.list_runs(record.parent_session_id)
-    parents = delegating_runs(
-        session_runs, service.store.list_attempts(service.namespace_id, record.parent_session_id)
-    )
-    events = _attempt_events(
-        service, record, parents.get(record.parent_run_id, record.parent_run_id)
-    )
+    parents = {record.parent_run_id: _delegating_run(service, record)}
+    events = _attempt_events(service, record, parents[record.parent_run_id])
     claim = record.delivery_claim
     return {
         "attempt": _attempt_row(record, parents),
@@ -373,8 +517,8 @@ def attempt_view(service: HostService, attempt_id: str) -> dict[str, Any]:
             "expires_at": record.retention_expires_at,
         },
         "result": _result(record),
-        "transitions": _transitions(record, consumer),
-        "steering": [e for e in events if "steer" in e["kind"]],
+        "transitions": _transitions(record, consumer, events),
+        "steering": steering_receipts(events, record.attempt_id),
         "events": events,
         "machines": machines_view(),
         "cancellable": str(record.execution_status) in _ACTIVE,

@@ -23,7 +23,7 @@ store are *corrupt* (:class:`DataDirCorrupt`). Both errors carry a one-line
 
 A store URL (``postgresql://user@host:5432/db``, see :func:`open_store_url`)
 puts everything in one PostgreSQL database instead: the kernel's tables and
-the host's event log and fencing counter (:class:`PostgresEventLog`), so any
+the event log and fencing counter (the store's ``host_events`` / ``host_meta``), so any
 number of hosts, on any machines, share it; there is no lock and no data
 directory. A URL that is malformed, a server that does not answer or a database
 that cannot be used raise :class:`StoreUrlError` (:class:`StoreUnreachable` for
@@ -57,7 +57,7 @@ from storage import (
 
 from .._providers._common import install_command
 from ._config import HostConfig
-from ._eventlog import EventLog, LmdbEventLog, MemoryEventLog, PostgresEventLog
+from ._eventlog import EventLog, StoreEventLog
 
 DEFAULT_DATA_DIR = ".subagents"
 
@@ -304,7 +304,7 @@ def open_store(
     """
     if directory is None:
         memory = MemorySessionStore(retention_seconds=retention_seconds)
-        return OpenedStore(memory, MemoryEventLog(), "memory", None, [memory.close])
+        return OpenedStore(memory, StoreEventLog(memory), "memory", None, [memory.close])
     warnings = prepare_data_dir(directory)
     closers: list[Callable[[], None]] = []
     held: DataDirLock | None = None
@@ -333,20 +333,12 @@ def open_store(
                 path=str(directory),
                 fix="point --data-dir at a fresh directory, or check its permissions",
             ) from None
-        try:
-            events = LmdbEventLog(directory / "lmdb")
-        except StoreError as exc:
-            store.close()
-            raise DataDirCorrupt(
-                f"cannot open the event log in {directory} ({exc.message})",
-                path=str(directory),
-                fix="point --data-dir at a fresh directory",
-            ) from None
+        events = StoreEventLog(store)  # the store opened (and sealed) its event tables
     except BaseException:
         if held is not None:
             held.close()
         raise
-    closers = [events.close, store.close]
+    closers = [store.close]
     if held is not None:
         closers.append(held.close)
     return OpenedStore(store, events, "lmdb", str(directory), closers, warnings=warnings)
@@ -463,12 +455,7 @@ def open_store_url(
         raise StoreUrlError(
             f"store {masked}: {redact(str(exc), url)}", url=masked, fix="check the store URL"
         ) from None
-    try:
-        events = PostgresEventLog(url, schema=schema, connect_timeout=connect_timeout)
-    except StoreError as exc:
-        store.close()
-        raise store_url_error(exc, url) from None
-    return OpenedStore(store, events, "postgresql", None, [events.close, store.close])
+    return OpenedStore(store, StoreEventLog(store), "postgresql", None, [store.close])
 
 
 def check_store_url(url: str) -> None:

@@ -1,9 +1,18 @@
-"""The host's durable event log and host metadata, beside the SessionStore.
+"""The host's view of the durable event log, and the fencing generation counter.
 
-The SessionStore contract has no event log, so the host keeps one itself:
-per session, events numbered from 1, appended atomically with their number.
-:class:`BackendEventLog` keeps them in two host-owned tables (``host_events``,
-``host_meta``) of a :class:`storage.Backend`:
+Since issue 15 the store keeps the log (:meth:`storage.SessionStore.append_event`,
+its outbox): every run and attempt event is committed in the transaction of the
+change it describes, and the host's own events (``session.created``,
+``run.steered``, ...) are appended to the same per-session sequence.
+:class:`StoreEventLog` is the host's :class:`EventLog`: a thin view over a
+:class:`storage.KernelStore`. The layout (tables ``host_events`` / ``host_meta``,
+keys, JSON, seals, the ``layout`` marker) is :mod:`storage._events`, the one
+this module wrote before, so a data directory or database of an earlier version
+keeps replaying.
+
+The older standalone logs remain for tools and tests that open the tables
+without a store (``subagents db check``, a second reader): :class:`BackendEventLog`
+over a :class:`storage.Backend` holding the two tables:
 
 - :class:`LmdbEventLog`: the same LMDB environment as the store (opened after
   it, through :class:`storage.LmdbBackend`);
@@ -11,7 +20,8 @@ per session, events numbered from 1, appended atomically with their number.
   ``subagents_host_events`` / ``subagents_host_meta`` tables of migration 2),
   so every host sharing the database reads and appends one log per session and
   draws its fencing generation from one counter;
-- :class:`MemoryEventLog`: the in-process twin for tests and ``--memory`` hosts.
+- :class:`MemoryEventLog`: an in-process log of its own (a host given one uses
+  its store's log instead; see :class:`~subagents._host._service.HostService`).
 
 ``host_meta`` also holds the fencing generation counter: each host start takes
 the next one in a write transaction of its own, so a restarted host (same
@@ -31,6 +41,9 @@ and with ``repair`` moves it aside into ``host_meta`` under ``quarantine\0``.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import os
 import threading
 from collections.abc import Callable
@@ -38,22 +51,33 @@ from typing import Any, Protocol
 
 import msgspec
 
-from storage import Backend, CorruptRecord, LmdbBackend, PostgresBackend, Txn
+from storage import (
+    Backend,
+    CorruptRecord,
+    KernelStore,
+    LmdbBackend,
+    PostgresBackend,
+    StoreError,
+    Txn,
+)
+from storage import _events as store_events
 from storage._sealed import intact, raw_backend, seal, sealed, unseal
 from storage.admin import Finding
 
 from ._methods import HostEvent
 
-_EVENTS = "host_events"
-_META = "host_meta"
-TABLES = (_EVENTS, _META)
+_EVENTS = store_events.EVENTS_TABLE
+_META = store_events.META_TABLE
+TABLES = store_events.EVENT_TABLES
 """The event log's tables (in the store's LMDB environment or PostgreSQL schema)."""
-_GENERATION = b"generation"
-_LAYOUT = b"layout"
-EVENT_LOG_LAYOUT = 1
+_GENERATION = store_events.GENERATION_KEY
+_LAYOUT = store_events.LAYOUT_KEY
+EVENT_LOG_LAYOUT = store_events.EVENT_LAYOUT
 """The event log's layout, kept sealed in ``host_meta``: 1, every value sealed."""
 QUARANTINE_PREFIX = b"quarantine\0"
 """``host_meta`` keys of values a repair moved aside (``quarantine\0 table \0 key``)."""
+
+log = logging.getLogger("subagents.host")
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(HostEvent)
@@ -134,6 +158,56 @@ class MemoryEventLog:
         with self._lock:
             self._generation += 1
             return self._generation
+
+    def close(self) -> None:
+        pass
+
+
+def host_event(event: store_events.StoreEvent) -> HostEvent:
+    """The wire shape of a store event (the same fields)."""
+    return HostEvent(
+        seq=event.seq,
+        session_id=event.session_id,
+        kind=event.kind,
+        at=event.at,
+        run_id=event.run_id,
+        data=event.data,
+    )
+
+
+class StoreEventLog:
+    """The store's own event log (its outbox), as the host's :class:`EventLog`.
+
+    ``append`` is :meth:`storage.SessionStore.append_event` (``at`` is the store's
+    clock: the argument is ignored); ``replay`` / ``last_seq`` read the committed
+    log; ``next_generation`` takes the next value of the fencing counter kept in
+    ``host_meta`` (:meth:`storage.KernelStore.next_fencing_generation`). Every
+    method is one store transaction, safe from any thread; storage failures
+    surface as :class:`storage.StoreError`. ``close`` does nothing: the store
+    is closed by its owner.
+    """
+
+    def __init__(self, store: KernelStore) -> None:
+        self.store = store
+
+    @property
+    def raw_backend(self) -> Backend:
+        """The store's backend under the seals (the event tables included)."""
+        return self.store.raw_backend
+
+    def append(
+        self, session_id: str, kind: str, at: float, run_id: str | None, data: dict[str, Any]
+    ) -> HostEvent:
+        return host_event(self.store.append_event(session_id, kind, run_id, data))
+
+    def replay(self, session_id: str, after_seq: int = 0, limit: int = 1000) -> list[HostEvent]:
+        return [host_event(e) for e in self.store.replay_events(session_id, after_seq, limit)]
+
+    def last_seq(self, session_id: str) -> int:
+        return self.store.last_event_seq(session_id)
+
+    def next_generation(self) -> int:
+        return self.store.next_fencing_generation()
 
     def close(self) -> None:
         pass
@@ -265,37 +339,12 @@ class PostgresEventLog(BackendEventLog):
 # -- layout and check ---------------------------------------------------------------------------
 
 
-def _layout_of(txn: Txn) -> int | None:
-    """The sealed layout marker's version (``None``: no marker, an unsealed log)."""
-    raw = txn.get(_META, _LAYOUT)
-    if raw is None:
-        return None
-    return _counter(_LAYOUT, unseal(_META, _LAYOUT, raw))
-
-
 def open_layout(raw: Backend) -> None:
     """Seal an unsealed log (every value, one write transaction) and stamp its
-    marker; refuse a newer layout. Reads first: an open of a sealed log writes nothing."""
-    version = raw.read(_layout_of)
-    if version is None:
-
-        def migrate(txn: Txn) -> None:
-            if _layout_of(txn) is not None:  # another process sealed it meanwhile
-                return
-            for table in TABLES:
-                for key, value in list(txn.scan(table)):
-                    txn.put(table, key, seal(table, key, value))
-            txn.put(_META, _LAYOUT, seal(_META, _LAYOUT, EVENT_LOG_LAYOUT.to_bytes(8, "big")))
-
-        raw.write(migrate)
-        version = raw.read(_layout_of)
-    if version != EVENT_LOG_LAYOUT:
-        raise CorruptRecord(
-            f"the event log has layout {version}, newer than this code ({EVENT_LOG_LAYOUT})",
-            table=_META,
-            key=_LAYOUT,
-            reason="unknown layout",
-        )
+    marker; refuse a newer layout. Reads first: an open of a sealed log writes nothing.
+    The store runs the same function when it opens (:mod:`storage._events`), so
+    whichever opens a log first seals it, once."""
+    store_events.open_event_layout(raw)
 
 
 def _value_problem(table: str, key: bytes, raw: bytes) -> tuple[str, str] | None:
@@ -371,3 +420,98 @@ def _move_aside(txn: Txn, damaged: list[tuple[str, bytes]], now_us: Callable[[],
         else:
             continue
         txn.put(_META, key, seal(_META, key, counter.to_bytes(8, "big")))
+
+
+# -- live subscriptions -------------------------------------------------------------------------
+
+
+class _Subscriber:
+    __slots__ = ("delivered", "push", "session_id")
+
+    def __init__(self, session_id: str, push: Callable[[HostEvent], None], delivered: int) -> None:
+        self.session_id = session_id
+        self.push = push
+        self.delivered = delivered
+
+
+class EventFanout:
+    """The host's live subscriptions, fed from the committed log.
+
+    :meth:`on_store_events` is the store's event listener: it runs on whichever
+    thread committed (the loop, an actor thread, a delivery thread) and hands
+    the events to the event loop the subscriptions were made on
+    (``call_soon_threadsafe``; on the loop thread itself it publishes at once).
+    :meth:`publish` then runs on the loop, so every push function is called on
+    the loop thread, one at a time. Each subscription receives its session's
+    events in seq order without a gap or a repeat: an event at or below the
+    last one it received is skipped, and one that skips ahead (committed by
+    another thread whose hand-over is still queued, or by another process) is
+    preceded by the missing events read from ``log``. A push that raises is
+    logged and skipped. Without a loop (nothing subscribed yet) nothing is
+    published.
+    """
+
+    def __init__(self, log: EventLog) -> None:
+        self._log = log
+        self._subs: dict[str, _Subscriber] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: int | None = None
+
+    def __len__(self) -> int:
+        return len(self._subs)
+
+    def add(
+        self, sub_id: str, session_id: str, push: Callable[[HostEvent], None], after: int
+    ) -> None:
+        """Subscribe ``push`` to the session's events after seq ``after`` (on the loop)."""
+        with contextlib.suppress(RuntimeError):
+            self._loop = asyncio.get_running_loop()
+            self._loop_thread = threading.get_ident()
+        self._subs[sub_id] = _Subscriber(session_id, push, after)
+
+    def remove(self, sub_id: str) -> bool:
+        return self._subs.pop(sub_id, None) is not None
+
+    def clear(self) -> None:
+        self._subs.clear()
+
+    def on_store_events(self, events: list[store_events.StoreEvent]) -> None:
+        """The store's listener (any thread, after the commit)."""
+        loop = self._loop
+        if not self._subs or loop is None:
+            return
+        converted = [host_event(e) for e in events]
+        if threading.get_ident() == self._loop_thread:
+            self.publish(converted)
+            return
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody listens
+            loop.call_soon_threadsafe(self.publish, converted)
+
+    def publish(self, events: list[HostEvent]) -> None:
+        """Push committed events to their session's subscriptions (loop thread)."""
+        for event in events:
+            for sub_id, sub in list(self._subs.items()):
+                if sub.session_id == event.session_id and event.seq > sub.delivered:
+                    self._catch_up(sub_id, sub, event.seq)
+                    self._push(sub_id, sub, event)
+
+    def _catch_up(self, sub_id: str, sub: _Subscriber, seq: int) -> None:
+        while sub.delivered + 1 < seq and sub_id in self._subs:
+            try:
+                missed = self._log.replay(sub.session_id, sub.delivered, seq - sub.delivered - 1)
+            except StoreError as exc:
+                log.warning("events of %s not replayed to a subscriber: %s", sub.session_id, exc)
+                return
+            if not missed:
+                return
+            for event in missed:
+                self._push(sub_id, sub, event)
+
+    def _push(self, sub_id: str, sub: _Subscriber, event: HostEvent) -> None:
+        if sub_id not in self._subs or event.seq <= sub.delivered:
+            return
+        sub.delivered = event.seq
+        try:
+            sub.push(event)
+        except Exception:
+            log.exception("event subscriber failed")

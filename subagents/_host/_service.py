@@ -51,6 +51,7 @@ from storage import (
     IdempotencyConflict,
     IdSource,
     InputPart,
+    KernelStore,
     NotFound,
     QuotaExceeded,
     RandomIds,
@@ -79,7 +80,7 @@ from ._agents import AgentFactory
 from ._buildinfo import build_commit
 from ._config import HostConfig, ProfileConfig
 from ._delegation import ASYNC, DISABLED
-from ._eventlog import EventLog
+from ._eventlog import EventFanout, EventLog, StoreEventLog
 from ._jsonrpc import ERROR_CODES, Binding, Connection, Dispatcher, ErrorCode, RpcError
 from ._methods import (
     EVENT_NOTIFICATION,
@@ -248,6 +249,45 @@ class _LiveRun:
         return queued
 
 
+def _transition(
+    store: SessionStore,
+    session_id: str,
+    run_id: str,
+    status: RunStatus,
+    *,
+    admission_id: str | None,
+    output_preview: str | None = None,
+    event_data: dict[str, Any],
+) -> RunRecord:
+    """``store.transition_run`` with the host's extras for the run's event (the
+    store commits the event with the change); a store that keeps no log takes none."""
+    if isinstance(store, KernelStore):
+        return store.transition_run(
+            session_id,
+            run_id,
+            status,
+            admission_id=admission_id,
+            output_preview=output_preview,
+            event_data=event_data,
+        )
+    return store.transition_run(
+        session_id, run_id, status, admission_id=admission_id, output_preview=output_preview
+    )
+
+
+def _event_log(store: SessionStore, given: EventLog | None) -> EventLog:
+    """The host's event log: the store's own (its outbox) whenever it keeps one,
+    whatever log was passed (a standalone log would not hold the store's run and
+    attempt events); ``given`` only for a store without one."""
+    if isinstance(given, StoreEventLog) and given.store is store:
+        return given
+    if isinstance(store, KernelStore) and store.has_events:
+        return StoreEventLog(store)
+    if given is None:
+        raise ValueError("the store keeps no event log: pass events=")
+    return given
+
+
 class HostService:
     """Every v1 method over one store; run it on one asyncio loop.
 
@@ -255,6 +295,12 @@ class HostService:
     serve, then ``await close()`` (stop admission, cancel live runs, shut
     every supervisor down under one deadline, reconcile, release resources).
     ``closers`` are called last, in order (the data-dir lock, the store).
+
+    Events: the log is the store's own (:class:`StoreEventLog`): the store commits
+    every run and attempt event with its change, the host appends its own
+    (``session.created``, ``run.steered``, ...) to the same sequence, and live
+    subscriptions are fed from the store's listener after each commit, on the
+    loop. ``events`` is used only for a store that keeps no log.
 
     ``crash_test=True`` is crash-test mode, set only by the crash harness:
     ``start()`` then arms the fault points named in ``SUBAGENTS_FAULTS`` (see
@@ -266,7 +312,7 @@ class HostService:
         config: HostConfig,
         *,
         store: SessionStore,
-        events: EventLog,
+        events: EventLog | None = None,
         clock: Clock | None = None,
         ids: IdSource | None = None,
         host_instance_id: str | None = None,
@@ -282,12 +328,12 @@ class HostService:
         self.config = config
         self.crash_test = crash_test
         self.store = store
-        self.events = events
+        self.events: EventLog = _event_log(store, events)
         self.clock: Clock = clock or store.clock  # leases run on store time
         self.ids: IdSource = ids or RandomIds()
         self.namespace_id = config.host.namespace
         self.host_instance_id = host_instance_id or f"host-{self.ids.token_hex(6)}"
-        self.fencing_generation = fencing_generation or events.next_generation()
+        self.fencing_generation = fencing_generation or self.events.next_generation()
         self.owner = OwnerIdentity(
             host_instance_id=self.host_instance_id,
             fencing_generation=self.fencing_generation,
@@ -315,7 +361,9 @@ class HostService:
         )
         # The delivery engine the supervisors use, for the continuations this host admits.
         self.deliverer = Deliverer(store=store, ids=self.ids, namespace_id=self.namespace_id)
-        self._subscriptions: dict[str, tuple[str, Callable[[HostEvent], None]]] = {}
+        # Live subscriptions, fed by the store's listener from the committed log.
+        self._subscriptions = EventFanout(self.events)
+        self._unlisten = store.add_event_listener(self._subscriptions.on_store_events)
         self._accepting = True
         self._closed = False
         self._tick: asyncio.Task[None] | None = None
@@ -523,22 +571,17 @@ class HostService:
                 continue  # a live host (maybe another one) owns it
             self._watched.discard(key)
             try:
-                self.store.transition_run(
+                _transition(
+                    self.store,
                     run.session_id,
                     run.run_id,
                     RunStatus.FAILED,
                     admission_id=lease.admission_id if lease else None,
                     output_preview="host_process_lost",
+                    event_data={"failure": {"category": "host_process_lost"}},
                 )
             except StoreError as exc:
                 log.info("run %s not reconciled: %s", run.run_id, exc)
-                continue
-            self.emit(
-                run.session_id,
-                "run.failed",
-                run.run_id,
-                {"error": "host_process_lost", "failure": {"category": "host_process_lost"}},
-            )
 
     def _continuation_profile(self, session_id: str, parent_run_id: str) -> str | None:
         """The profile a continuation runs with, or ``None`` when it is suppressed.
@@ -606,12 +649,6 @@ class HostService:
             if lease is None:  # the store admits a continuation only under its lease
                 log.error("continuation %s was admitted without a lease", admitted.run_id)
                 continue
-            self.emit(
-                session,
-                "run.admitted",
-                admitted.run_id,
-                {"trigger_type": ASYNC_SUBAGENT_RESULT, "attempt_id": record.attempt_id},
-            )
             self._launch(admitted, profile, lease.admission_id)
 
     def _head_run_id(self, session_id: str) -> str | None:
@@ -677,6 +714,7 @@ class HostService:
         self._closed = True
         with contextlib.suppress(StoreError):
             self.store.reconcile(self.namespace_id)
+        self._unlisten()
         self._subscriptions.clear()
         for closer in self._closers:
             try:
@@ -722,28 +760,36 @@ class HostService:
     # -- events -------------------------------------------------------------------------------
 
     def emit(self, session_id: str, kind: str, run_id: str | None, data: dict[str, Any]) -> None:
-        """Persist one event, then push it to this session's subscribers."""
+        """Append one host event (``session.created``, ``run.steered``, ...) to the
+        session's log; subscribers get it from the committed log (the store's
+        listener). Run and attempt events are the store's own, committed with
+        their change. A storage failure is logged, never raised."""
         try:
             event = self.events.append(session_id, kind, self.clock.now(), run_id, data)
         except StoreError as exc:
             log.error("event %s of %s not persisted: %s", kind, session_id, exc)
             return
-        for sub_session, push in list(self._subscriptions.values()):
-            if sub_session == session_id:
-                try:
-                    push(event)
-                except Exception:
-                    log.exception("event subscriber failed")
+        if not isinstance(self.events, StoreEventLog):  # a log the store does not report
+            self._subscriptions.publish([event])
 
     def add_listener(
-        self, session_id: str, push: Callable[[HostEvent], None], subscription_id: str | None = None
+        self,
+        session_id: str,
+        push: Callable[[HostEvent], None],
+        subscription_id: str | None = None,
+        *,
+        after: int | None = None,
     ) -> str:
+        """Push the session's committed events after seq ``after`` (default: the last
+        committed now) to ``push``, on the loop thread, in order, without a gap.
+        Call it on the loop."""
         sub_id = subscription_id or f"sub_{self.ids.token_hex(8)}"
-        self._subscriptions[sub_id] = (session_id, push)
+        start = self.events.last_seq(session_id) if after is None else after
+        self._subscriptions.add(sub_id, session_id, push, start)
         return sub_id
 
     def remove_listener(self, subscription_id: str) -> bool:
-        return self._subscriptions.pop(subscription_id, None) is not None
+        return self._subscriptions.remove(subscription_id)
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -1052,7 +1098,6 @@ class HostService:
         run = receipt.run
         if receipt.idempotent_replay:
             return self._run_info(run, replay=True)
-        self.emit(run.session_id, "run.admitted", run.run_id, {"trigger_type": RPC_TRIGGER})
         self._launch(run, profile, admission_id)
         return self._run_info(run)
 
@@ -1067,10 +1112,14 @@ class HostService:
         prompt = "".join(part.text for part in run.input)
         try:
             try:
-                self.store.transition_run(
-                    run.session_id, run.run_id, RunStatus.RUNNING, admission_id=live.admission_id
+                _transition(
+                    self.store,
+                    run.session_id,
+                    run.run_id,
+                    RunStatus.RUNNING,
+                    admission_id=live.admission_id,
+                    event_data={"profile": profile},
                 )
-                self.emit(run.session_id, "run.started", run.run_id, {"profile": profile})
                 renew = asyncio.get_running_loop().create_task(self._renew(run, live))
                 if run.trigger_type == RPC_TRIGGER:
                     prompt += self._waiting_results(run)
@@ -1125,31 +1174,28 @@ class HostService:
         return "".join("\n\n" + text for text in texts)
 
     def _finish(self, run: RunRecord, live: _LiveRun, status: RunStatus, text: str) -> None:
+        """Commit the run's terminal status; the store appends its terminal event
+        (``output`` / ``error`` / ``reason``: the preview) in the same transaction,
+        with the host's extras: the parsed ``failure``, ``undelivered_steering``."""
         preview = _truncate(text, OUTPUT_PREVIEW_BYTES)
+        extra: dict[str, Any] = {}
+        failure = parse_failure(preview) if status is RunStatus.FAILED else None
+        if failure is not None:
+            extra["failure"] = msgspec.to_builtins(failure)
+        if live.steering:  # queued after the run's last turn: it never reached the model
+            extra["undelivered_steering"] = len(live.steering)
         try:
-            self.store.transition_run(
+            _transition(
+                self.store,
                 run.session_id,
                 run.run_id,
                 status,
                 admission_id=live.admission_id,
                 output_preview=preview,
+                event_data=extra,
             )
         except StoreError as exc:
             log.warning("run %s: terminal status %s not persisted: %s", run.run_id, status, exc)
-            return
-        kind = {
-            RunStatus.COMPLETED: "run.completed",
-            RunStatus.FAILED: "run.failed",
-            RunStatus.CANCELLED: "run.cancelled",
-        }[status]
-        key = {RunStatus.COMPLETED: "output", RunStatus.FAILED: "error"}.get(status, "reason")
-        data: dict[str, Any] = {key: preview}
-        failure = parse_failure(preview) if status is RunStatus.FAILED else None
-        if failure is not None:
-            data["failure"] = msgspec.to_builtins(failure)
-        if live.steering:  # queued after the run's last turn: it never reached the model
-            data["undelivered_steering"] = len(live.steering)
-        self.emit(run.session_id, kind, run.run_id, data)
 
     async def _renew(self, run: RunRecord, live: _LiveRun) -> None:
         interval = self.lease_ttl / 3
@@ -1277,7 +1323,7 @@ class HostService:
                 params.session_id, params.after_seq, last, deliver=deliver, conn=conn, sub_id=sub_id
             )
         if sub_id in conn.subscriptions:  # not cut while it replayed
-            self.add_listener(params.session_id, deliver, sub_id)
+            self.add_listener(params.session_id, deliver, sub_id, after=last)
         return EventsSubscribeResult(
             subscription_id=sub_id, session_id=params.session_id, next_seq=last
         )

@@ -50,4 +50,7 @@ def test_the_hosts_bench_reports_delegations_per_second_for_each_host_count() ->
         assert row["failures"] == 0
         assert len(row["per_host_per_s"]) == row["hosts"]
         assert len(set(row["generations"])) == row["hosts"]  # one generation per host start
+        assert row["transactions_per_delegation"] > 0  # counted over the row's window
     assert result["hosts"][0]["speedup"] == 1.0
+    assert result["load_before"]
+    assert result["load_after"]

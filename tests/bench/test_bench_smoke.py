@@ -33,7 +33,9 @@ def test_the_store_bench_prints_every_operation_and_the_reconcile_ratio_as_json(
     for figure in result["operations"].values():
         assert figure["ops_per_s"] > 0
         assert figure["raw_commits_per_s"] > 0
-        assert figure["target_ratio_min"] == 0.7
+        assert figure["target_ratio_min"] == 0.75
+        assert figure["ratio_min"] <= figure["ratio_to_raw"] <= figure["ratio_max"]
+        assert figure["commits_per_op"] == 1.0  # one durable commit per operation
         assert isinstance(figure["meets_target"], bool)
         if sys.platform == "linux":  # counted from /proc/self/io
             assert figure["pages_per_op"] >= 1

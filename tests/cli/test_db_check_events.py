@@ -11,7 +11,7 @@ from host_helpers import run_cli
 
 from storage import Txn
 from subagents._host._datadir import open_store
-from subagents._host._eventlog import BackendEventLog
+from subagents._host._eventlog import StoreEventLog
 
 
 def _key(session: str, seq: int) -> bytes:
@@ -23,7 +23,7 @@ def test_check_finds_a_damaged_event_and_repair_moves_it_aside(tmp_path: Path) -
     opened = open_store(directory)
     try:
         events = opened.events
-        assert isinstance(events, BackendEventLog)
+        assert isinstance(events, StoreEventLog)
         for index in range(3):
             events.append("s1", "note", 1.0, None, {"i": index})
 

@@ -10,6 +10,10 @@ attempt lanes, their states, the continuation links, and the reconciliation
 arriving live after the restart (no reload). Screenshots are saved as test
 artifacts (``$CONSOLE_ARTIFACTS``, else the test's tmp dir); with
 ``SUBAGENTS_CONSOLE_DOCS=1`` the README's two also replace ``docs/console-*.png``.
+
+Steering receipts, in tests of their own: the story's steer shows on the
+researcher's page (the steer path's ``attempt.steered`` event), and a receipt
+whose preview is markup (seeded in the data directory) shows as text.
 """
 
 from __future__ import annotations
@@ -21,6 +25,10 @@ from pathlib import Path
 import pytest
 from cdp_browser import Browser, chromium_or_skip
 from console_fixtures import REPO, ConsoleHost, poll_until
+
+from statemachines import RunStatus
+from storage import AttemptRecord, OwnerLease, RunRecord, SessionRecord
+from subagents._host._datadir import open_store
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -182,6 +190,111 @@ def test_the_console_follows_the_demo_story_through_a_kill_and_restart(tmp_path:
             browser.close()
         for host in hosts:
             host.stop()
+
+
+def _open_attempt(browser: Browser, host: ConsoleHost, attempt_id: str) -> None:
+    browser.navigate(host.line["console"])
+    browser.wait_for("document.body.dataset.view === 'sessions'", "the console after login")
+    browser.evaluate(f"location.hash = {json.dumps('#/attempt/' + attempt_id)}")
+    browser.wait_for("document.body.dataset.view === 'attempt'", "the attempt page")
+
+
+def test_the_attempt_page_shows_the_receipt_of_the_demo_steer(tmp_path: Path) -> None:
+    """The demo planner steers the researcher; its page lists the receipt. Needs the
+    steer path to append ``attempt.steered`` to the store's outbox (issue 15)."""
+    chromium = chromium_or_skip()
+    data, gates = tmp_path / "data", tmp_path / "gates"
+    gates.mkdir()
+    host = ConsoleHost(data, gates, "console-steer-host")
+    browser: Browser | None = None
+    try:
+        host.rpc("session.create", {"session_id": SESSION})
+        host.run_to_end(SESSION, "Plan the release: research it and review it")
+        view = host.client.get("/console/api/session", params={"session_id": SESSION}).json()
+        (researcher,) = [r for r in view["rows"] if r.get("subagent_name") == "researcher"]
+        browser = Browser(chromium)
+        _open_attempt(browser, host, researcher["attempt_id"])
+        receipt = browser.wait_for(
+            "document.querySelector('[data-testid=steering] tbody tr')?.innerText",
+            "the steering receipt of the demo's steer",
+        )
+        assert "Focus on the lease code path" in receipt and "steer_" in receipt
+        browser.evaluate("document.querySelector('[data-testid=steering]').scrollIntoView()")
+        Shots(tmp_path).take(browser, "attempt-steered")
+        assert browser.evaluate("document.body.dataset.cspViolation ?? null") is None
+    finally:
+        if browser is not None:
+            browser.close()
+        host.stop()
+
+
+HOSTILE = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script></td>'
+
+
+def _seed_steered(directory: Path) -> None:
+    """A session with one accepted attempt (a live foreign lease: the host leaves it)
+    and an ``attempt.steered`` event whose preview is markup."""
+    opened = open_store(directory)
+    try:
+        store, now = opened.store, opened.store.clock.now()
+        store.create_session(
+            SessionRecord(
+                session_id="seeded", namespace_id="default", created_at=now, updated_at=now
+            )
+        )
+        run = RunRecord(session_id="seeded", run_id="run-seeded", created_at=now, updated_at=now)
+        store.admit_run(run)
+        store.transition_run("seeded", run.run_id, RunStatus.RUNNING)
+        store.accept_attempt(
+            AttemptRecord(
+                attempt_id="subattempt_seeded",
+                agent_id="agent-seeded",
+                subagent_name="researcher",
+                namespace_id="default",
+                parent_session_id="seeded",
+                parent_run_id=run.run_id,
+                owner_lease=OwnerLease(
+                    host_instance_id="elsewhere",
+                    fencing_generation=1,
+                    heartbeat_at=now,
+                    lease_expires_at=now + 1e7,
+                ),
+                accepted_at=now,
+                updated_at=now,
+            )
+        )
+        data = {"attempt_id": "subattempt_seeded", "steering_id": "steer_seeded"}
+        opened.events.append(
+            "seeded", "attempt.steered", now + 1, run.run_id, {**data, "text_preview": HOSTILE}
+        )
+    finally:
+        opened.close()
+
+
+def test_a_steering_receipt_is_shown_as_text_never_as_markup(tmp_path: Path) -> None:
+    chromium = chromium_or_skip()
+    data, gates = tmp_path / "data", tmp_path / "gates"
+    gates.mkdir()
+    _seed_steered(data)
+    host = ConsoleHost(data, gates, "console-escape-host")
+    browser: Browser | None = None
+    try:
+        browser = Browser(chromium)
+        _open_attempt(browser, host, "subattempt_seeded")
+        cells = browser.wait_for(
+            "(r => r && [...r.cells].map(c => c.textContent))("
+            "document.querySelector('[data-testid=steering] tbody tr'))",
+            "the seeded steering receipt",
+        )
+        assert cells[0] == "steer_seeded" and cells[2] == HOSTILE and cells[3] == "not recorded"
+        injected = "document.querySelectorAll('[data-testid=steering] img, main script').length"
+        assert browser.evaluate(injected) == 0
+        assert browser.evaluate("window.__pwned ?? null") is None
+        assert browser.evaluate("document.body.dataset.cspViolation ?? null") is None
+    finally:
+        if browser is not None:
+            browser.close()
+        host.stop()
 
 
 def test_a_missing_browser_fails_under_ci_and_skips_locally(

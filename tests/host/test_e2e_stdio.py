@@ -193,7 +193,8 @@ def test_stdio_background_delegation_becomes_one_continuation(tmp_path: Path) ->
         assert run["parent_run_id"]
         assert "three facts from the child" in run["input"]  # the full result is the input
         replay = host.result("events.replay", {"session_id": "s1"})
-        assert [e["kind"] for e in replay["events"]] == [
+        kinds = [e["kind"] for e in replay["events"]]
+        assert [k for k in kinds if not k.startswith("attempt.")] == [
             "session.created",
             "run.admitted",
             "run.started",
@@ -202,6 +203,15 @@ def test_stdio_background_delegation_becomes_one_continuation(tmp_path: Path) ->
             "run.started",
             "run.completed",
         ]
+        # The attempt's life, committed by the store with each change (issue 15).
+        assert [k for k in kinds if k.startswith("attempt.")] == [
+            "attempt.accepted",
+            "attempt.started",
+            "attempt.terminal",
+            "attempt.claimed",
+            "attempt.delivered",
+        ]
+        assert [e["seq"] for e in replay["events"]] == list(range(1, len(kinds) + 1))
         runs = host.result("run.list", {"session_id": "s1"})["runs"]
         assert [r["trigger_type"] for r in runs] == ["rpc", "async_subagent_result"]
     finally:

@@ -22,6 +22,7 @@ from subagents._host._eventlog import (
     BackendEventLog,
     LmdbEventLog,
     PostgresEventLog,
+    StoreEventLog,
     check_event_log,
 )
 
@@ -74,9 +75,10 @@ def test_every_value_is_sealed(lmdb_dir: Path) -> None:
         log.close()
 
 
-def test_an_unsealed_log_is_sealed_on_open_and_keeps_its_history(lmdb_dir: Path) -> None:
-    # A log written before checksums: plain JSON events and 8-byte counters, no marker.
-    raw = LmdbBackend(lmdb_dir, tables=TABLES)
+def test_an_unsealed_log_is_sealed_on_open_and_keeps_its_history(tmp_path: Path) -> None:
+    # A log written before checksums: plain JSON events and 8-byte counters, no marker
+    # (in a directory no store opened yet: a store stamps the marker of a fresh log).
+    raw = LmdbBackend(tmp_path, tables=TABLES)
 
     def old(txn: Txn) -> None:
         for seq in (1, 2):
@@ -87,7 +89,7 @@ def test_an_unsealed_log_is_sealed_on_open_and_keeps_its_history(lmdb_dir: Path)
 
     raw.write(old)
     raw.close()
-    log = LmdbEventLog(lmdb_dir)
+    log = LmdbEventLog(tmp_path)
     try:
         assert [e.seq for e in log.replay("s")] == [1, 2]
         assert log.append("s", "note", 2.0, None, {}).seq == 3
@@ -95,7 +97,7 @@ def test_an_unsealed_log_is_sealed_on_open_and_keeps_its_history(lmdb_dir: Path)
         assert all(intact(t, k, v) for t, k, v in _all_raw(log))
     finally:
         log.close()
-    reopened = LmdbEventLog(lmdb_dir)  # sealed already: opens as it is
+    reopened = LmdbEventLog(tmp_path)  # sealed already: opens as it is
     try:
         assert [e.seq for e in reopened.replay("s")] == [1, 2, 3]
     finally:
@@ -194,7 +196,7 @@ async def test_a_damaged_event_over_rpc_names_its_table_and_key(tmp_path: Path) 
         client = Client(service.dispatcher())
         session = (await client.result("session.create", {}))["session_id"]
         events = service.events
-        assert isinstance(events, BackendEventLog)
+        assert isinstance(events, StoreEventLog)
         events.append(session, "note", 1.0, None, {})
         _flip(events, EVENTS, _key(session, 1))
         reply = await client.call("events.replay", {"session_id": session})

@@ -299,7 +299,7 @@ async def test_restart_fails_runs_of_a_dead_host_and_leaves_live_ones() -> None:
         assert str(store.load_run("s1", "run-lost").status) == "failed"
         assert store.load_run("s1", "run-lost").output_preview == "host_process_lost"
         assert str(store.load_run("s2", "run-live").status) == "admitted"  # foreign, live
-        assert [e.kind for e in svc.events.replay("s1")] == ["run.failed"]
+        assert [e.kind for e in svc.events.replay("s1")] == ["run.admitted", "run.failed"]
         # A foreign live run is watched: once its lease lapses, the next pass fails it.
         clock.advance(600.0)
         await svc.maintain()

@@ -60,6 +60,6 @@ async def test_a_subscriber_cut_while_it_replays_gets_no_listener() -> None:
             "events.subscribe", {"session_id": "s1", "after_seq": 0}
         )
         assert len(pushed) == 600  # the replay stopped at the cut (no wasted pages)
-        assert service._subscriptions == {}
+        assert len(service._subscriptions) == 0
     finally:
         await service.close()

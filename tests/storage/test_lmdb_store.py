@@ -666,3 +666,53 @@ def test_a_closed_store_fails_every_call(opened: Opened, clock: ManualClock) -> 
         store.load_session("session-1")
     with pytest.raises(Failed):
         store.accept_attempt(acceptance(clock))
+
+
+def test_without_a_linger_window_a_lone_writer_commits_at_once_on_its_own_thread(
+    opened: Opened,
+) -> None:
+    backend = opened.backend()
+    assert backend._entry.linger == 0.0
+    assert backend.write(lambda txn: threading.get_ident()) == threading.get_ident()
+
+
+def test_a_lingering_lone_writer_shares_its_commit_with_a_writer_arriving_in_its_window(
+    opened: Opened,
+) -> None:
+    backend = opened.backend(linger_seconds=1.0)
+    entry = backend._entry
+    before = _last_txnid(backend)
+    results: dict[str, object] = {}
+
+    def write(name: str) -> None:
+        results[name] = backend.write(_put(name.encode()))
+
+    first = threading.Thread(target=write, args=("first",))
+    first.start()
+    with entry.mu:
+        # The first writer leads a batch of one and lingers for company.
+        assert entry.enqueued.wait_for(lambda: len(entry.queue) == 1, timeout=60)
+    second = threading.Thread(target=write, args=("second",))
+    second.start()
+    first.join(timeout=60)
+    second.join(timeout=60)
+
+    assert results == {"first": b"first", "second": b"second"}
+    # The second write woke the lingering leader: one commit holds both.
+    assert _last_txnid(backend) == before + 1
+    assert _keys(backend) == [b"first", b"second"]
+
+
+def test_a_lingering_writer_alone_commits_when_its_window_ends(opened: Opened) -> None:
+    backend = opened.backend(linger_seconds=0.001)
+    before = _last_txnid(backend)
+    assert backend.write(_put(b"lone")) == b"lone"
+    assert backend.write(_put(b"again")) == b"again"
+    assert _last_txnid(backend) == before + 2
+    assert _keys(backend) == [b"again", b"lone"]
+
+
+@pytest.mark.parametrize("linger", [-0.001, 1.5])
+def test_a_linger_window_outside_0_to_1_second_is_refused(opened: Opened, linger: float) -> None:
+    with pytest.raises(Failed, match="linger_seconds"):
+        opened.backend(linger_seconds=linger)

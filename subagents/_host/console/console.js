@@ -368,8 +368,9 @@ function renderAttempt(data) {
           result.preview + (result.truncated ? "\n…" : "")))
       : el("p", { class: "muted", "data-testid": "result" }, "no result yet"),
     el("h3", {}, "Steering receipts"),
-    table("steering", ["seq", "time", "kind", "data"],
-      data.steering.map((e) => [String(e.seq), stamp(e.at), e.kind, JSON.stringify(e.data)])),
+    table("steering", ["steering id", "time", "message", "reached the child"],
+      data.steering.map((r) => [r.steering_id, stamp(r.at), r.text_preview,
+        r.reached_child ? "yes" : "not recorded"])),
     el("h3", {}, "Events of its runs"),
     table("attempt-events", ["seq", "time", "kind", "run"],
       data.events.map((e) => [String(e.seq), stamp(e.at), e.kind, short(e.run_id)])));

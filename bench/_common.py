@@ -1,0 +1,115 @@
+"""What every bench in bench/ shares: the load average, spreads, commit counts.
+
+- :func:`load_average` / :func:`print_load`: the machine's 1, 5 and 15 minute
+  load averages, printed before and after every bench (every figure is as
+  measured, on whatever else the machine was doing).
+- :func:`spread`: the median of a list of per-round figures with its min and
+  max, the one way a ratio is reported (each round measures both sides,
+  interleaved, so drift in the machine's load hits both alike).
+- :class:`CommitCounter`: counts the writes a store asks its backend for
+  (each one durable commit request) and, on LMDB, the physical write
+  transactions (``last_txnid``: one fsync'd commit each, after batching).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO
+
+
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages, ``"unknown"`` where there are none."""
+    try:
+        return " ".join(f"{value:.2f}" for value in os.getloadavg())
+    except OSError:
+        return "unknown"
+
+
+def print_load(when: str, stream: TextIO | None = None) -> str:
+    """Print ``load average <when>: ...`` (with the CPU count) and return the figures."""
+    load = load_average()
+    print(
+        f"load average {when}: {load} ({os.cpu_count()} CPUs, shared with other work)",
+        file=stream or sys.stdout,
+        flush=True,
+    )
+    return load
+
+
+def report(
+    measure: Callable[[], dict[str, Any]], render: Callable[[dict[str, Any]], str], as_json: bool
+) -> dict[str, Any]:
+    """Run ``measure`` between two load-average readings and print its result: one
+    JSON object (with ``load_before`` and ``load_after``; the readings also go to
+    stderr) or ``render``'s text between the two readings."""
+    stream = sys.stderr if as_json else sys.stdout
+    before = print_load("before", stream)
+    result = measure()
+    result["load_before"], result["load_after"] = before, load_average()
+    if as_json:
+        print(json.dumps(result, indent=2, sort_keys=True))
+    else:
+        print(render(result))
+    print_load("after", stream)
+    return result
+
+
+def spread(values: Sequence[float]) -> dict[str, float]:
+    """``{"median", "min", "max"}`` of per-round figures."""
+    if not values:
+        return {"median": float("nan"), "min": float("nan"), "max": float("nan")}
+    return {
+        "median": statistics.median(values),
+        "min": min(values),
+        "max": max(values),
+    }
+
+
+def fmt_spread(values: Sequence[float], digits: int = 2) -> str:
+    """``median [min-max]`` of per-round figures."""
+    s = spread(values)
+    return f"{s['median']:,.{digits}f} [{s['min']:,.{digits}f}-{s['max']:,.{digits}f}]"
+
+
+class CommitCounter:
+    """Counts a store's backend writes and (on LMDB) its physical commits.
+
+    ``writes``: every call of ``backend.write`` (one durable commit request:
+    the batching writer may share one commit between several).
+    :meth:`physical` is LMDB's last committed write transaction id (``None``
+    off LMDB): its difference over a stretch is the commits, each one fsync'd
+    transaction, that stretch cost. Wrapping is not thread-unsafe: the count
+    is taken under a lock.
+    """
+
+    def __init__(self, store: Any) -> None:
+        self.writes = 0
+        self._lock = threading.Lock()
+        self._store = store
+        backend = store.backend
+        inner: Callable[[Any], Any] = backend.write
+
+        def write(fn: Any) -> Any:
+            with self._lock:
+                self.writes += 1
+            return inner(fn)
+
+        backend.write = write
+
+    def physical(self) -> int | None:
+        """LMDB's ``last_txnid`` (physical write transactions so far), else ``None``."""
+        return lmdb_txn_id(self._store)
+
+
+def lmdb_txn_id(store: Any) -> int | None:
+    """LMDB's last committed write transaction id of ``store``, when it is on LMDB."""
+    try:
+        info: dict[str, int] = store.lmdb_backend._live().env.info()
+        return int(info["last_txnid"])
+    except Exception:
+        return None
