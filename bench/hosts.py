@@ -1,28 +1,35 @@
-"""Several RPC host processes on one PostgreSQL database: delegations per second, 1, 2 and 4 hosts.
+"""Several RPC host processes on one store: delegations per second and CPU, 1, 2 and 4 hosts.
 
-Run: ``python bench/hosts.py [--quick] [--json] [--admin-dsn DSN] [--hosts 1,2,4]``.
+Run: ``python bench/hosts.py [--quick] [--json] [--admin-dsn DSN] [--hosts 1,2,4]
+[--stores lmdb,postgres] [--rounds N]``.
 
-It creates a database of its own (``--admin-dsn``, default
-``$SUBAGENTS_PG_ADMIN_DSN`` or the local server) and drops it at the end. For
-each host count N it starts N host processes (``open_host(store=URL)``, each
-with its own instance id and fencing generation, the host's default database
-clock) and, after every one has warmed up, lets them run for a fixed time.
-Each host drives ``--sessions`` sessions of its own, each in a loop of one
-whole background delegation, end to end through the host's supervisor:
+Two stores, measured alike: a PostgreSQL database of the bench's own
+(``--admin-dsn``, default ``$SUBAGENTS_PG_ADMIN_DSN`` or the local server;
+emptied before each measurement, dropped at the end), and one LMDB data
+directory shared by the host processes (``shared=True``; a fresh one per
+measurement). For each host count N it starts N host processes (each with its
+own instance id and fencing generation, the store's default clock) and, after
+every one has warmed up, lets them run for a fixed time. Each host drives
+``--sessions`` sessions of its own, each in a loop of one whole background
+delegation, end to end through the host's supervisor:
 
     run.start (parent) -> the parent delegates in the background and finishes
     -> the supervisor runs the child (an offline test model that works 50 ms)
-    and commits its terminal result -> the host's maintenance tick admits the
-    one continuation run -> the continuation completes.
+    and commits its terminal result -> the host admits the one continuation
+    run -> the continuation completes.
 
 A delegation counts when its continuation run has completed (or, when the
 child's result reached the parent while it still ran, when the parent ended
-with nothing left to deliver). Reported: total
-delegations per second, per host, the median latency of one delegation, and
-host CPU milliseconds per delegation (``time.process_time``, steadier than
-wall time on a shared machine; the database server's own CPU is not in it),
-the store's serialization retries, and how many results reached a parent
-in-band (while it still ran) instead of through a continuation run.
+with nothing left to deliver). Reported per measurement: delegations per
+second in total and per host, the median latency of one delegation, host CPU
+milliseconds per delegation (``time.process_time`` of the host processes,
+steadier than wall time on a shared machine; the database server's own CPU is
+not in it), the store's serialization retries and the 1-minute load average
+before and after. The measurements are interleaved (round by round, host count
+by host count, the stores' order alternating), and the summary gives each
+figure's median [min-max] over the rounds and PostgreSQL's CPU per delegation
+over LMDB's, paired round by round. The load averages say what else the
+machine ran: on a shared machine, throughput is the least trustworthy figure.
 
 Each host serves a namespace of its own, so the host that starts a parent also
 admits its continuation (and sees its events in process); every host still
@@ -90,12 +97,22 @@ def _child() -> Any:
     return lambda name, settings: FunctionModel(child)
 
 
+def _open(store: dict[str, str], config: Any, tag: str) -> Any:
+    """A host on ``store``: a PostgreSQL URL, or a data directory shared by the hosts."""
+    from subagents._host import open_host
+
+    common: dict[str, Any] = {"host_instance_id": f"bench-host-{tag}", "tick_seconds": TICK_SECONDS}
+    if store["kind"] == "postgres":
+        return open_host(config, store=store["url"], **common)
+    return open_host(config, data_dir=store["path"], shared=True, **common)
+
+
 async def _host(
-    url: str, *, index: int, sessions: int, seconds: float, start_at: float
+    store: dict[str, str], *, index: int, sessions: int, seconds: float, start_at: float
 ) -> dict[str, Any]:
     from properties.reliability._scripted import planner_config
     from subagents import default_model_providers
-    from subagents._host import open_host, parse_host_config
+    from subagents._host import parse_host_config
     from subagents._host._jsonrpc import Connection
     from subagents._host._methods import HostEvent, RunStartParams, SessionCreateParams
 
@@ -103,9 +120,7 @@ async def _host(
     default_model_providers().register("child", _child())
     tag = f"h{index}-{secrets.token_hex(3)}"
     config = parse_host_config(planner_config("child:x", namespace=f"bench-{tag}", lease_ttl=10.0))
-    service = open_host(
-        config, store=url, host_instance_id=f"bench-host-{tag}", tick_seconds=TICK_SECONDS
-    )
+    service = _open(store, config, tag)
     await service.start()
     conn = Connection(transport="bench")
     loop = asyncio.get_running_loop()
@@ -134,7 +149,7 @@ async def _host(
             return False
         store, namespace = service.store, service.namespace_id
         open_attempts = store.list_active_attempts(namespace) + store.list_pending_attempts(
-            namespace
+            namespace, session_id
         )
         return all(r.parent_session_id != session_id for r in open_attempts)
 
@@ -183,7 +198,8 @@ async def _host(
         stop_at = start_at + seconds
         await asyncio.gather(*(session_loop(name, stop_at) for name in names))
         cpu = time.process_time() - cpu
-        retries = service.store.postgres.retries  # type: ignore[attr-defined]
+        backend = getattr(service.store, "postgres", None)
+        retries = backend.retries if backend is not None else 0
     finally:
         await service.close()
     return {
@@ -199,13 +215,13 @@ async def _host(
 
 
 def _worker(
-    url: str, index: int, *, sessions: int, seconds: float, start_at: float, out: Any
+    store: dict[str, str], index: int, *, sessions: int, seconds: float, start_at: float, out: Any
 ) -> None:
     _repo_on_path()
     try:
         out.put(
             asyncio.run(
-                _host(url, index=index, sessions=sessions, seconds=seconds, start_at=start_at)
+                _host(store, index=index, sessions=sessions, seconds=seconds, start_at=start_at)
             )
         )
     except BaseException as exc:
@@ -238,14 +254,14 @@ def _read_at(
     return timer
 
 
-def measure(url: str, hosts: int, sessions: int, seconds: float) -> dict[str, Any]:
+def measure(store: dict[str, str], hosts: int, sessions: int, seconds: float) -> dict[str, Any]:
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
     start_at = time.time() + 8.0 + 2.0 * hosts  # imports, connections and warm-up first
     procs = [
         ctx.Process(
             target=_worker,
-            args=(url, i),
+            args=(store, i),
             kwargs={"sessions": sessions, "seconds": seconds, "start_at": start_at, "out": out},
         )
         for i in range(hosts)
@@ -254,10 +270,15 @@ def measure(url: str, hosts: int, sessions: int, seconds: float) -> dict[str, An
         proc.start()
     window: list[int | None] = []
     # One second past each end: the server publishes a backend's counts about once a second.
-    timers = [
-        _read_at(start_at + 1.0, lambda: _transactions(url), window),
-        _read_at(start_at + seconds + 1.0, lambda: _transactions(url), window),
-    ]
+    url = store.get("url")  # the database's own count: PostgreSQL only
+    timers = (
+        [
+            _read_at(start_at + 1.0, lambda: _transactions(url), window),
+            _read_at(start_at + seconds + 1.0, lambda: _transactions(url), window),
+        ]
+        if url is not None
+        else []
+    )
     rows = [out.get(timeout=300) for _ in procs]
     for timer in timers:
         timer.join(seconds + 60)
@@ -271,6 +292,7 @@ def measure(url: str, hosts: int, sessions: int, seconds: float) -> dict[str, An
     cpu = sum(r["cpu_seconds"] for r in rows)
     counted = len(window) == 2 and None not in window and total
     return {
+        "store": store["kind"],
         "transactions_per_delegation": (window[1] - window[0]) / total  # type: ignore[operator]
         if counted
         else None,
@@ -286,8 +308,17 @@ def measure(url: str, hosts: int, sessions: int, seconds: float) -> dict[str, An
         ],
         "latency_p50_ms": statistics.median(latencies) * 1e3 if latencies else None,
         "host_cpu_ms_per_delegation": cpu / total * 1e3 if total else None,
+        "host_cpu_ms_per_run": _per_run(cpu * 1e3, total, sum(r["inband"] for r in rows)),
         "generations": sorted(r["generation"] for r in rows),
     }
+
+
+def _per_run(cpu_ms: float, delegations: int, inband: int) -> float | None:
+    """Host CPU per run: a delegation is two runs (the parent, the continuation),
+    one when its result reached the parent in-band. The stores' in-band shares
+    differ, so this is the fairer figure to compare them by."""
+    runs = 2 * delegations - inband
+    return cpu_ms / runs if runs > 0 else None
 
 
 def _as_url(conninfo: str) -> str:
@@ -304,54 +335,193 @@ def _as_url(conninfo: str) -> str:
     return f"postgresql://{auth}@{host}:{info.get('port') or 5432}/{info['dbname']}"
 
 
-def run(quick: bool, admin_dsn: str, counts: list[int], sessions: int) -> dict[str, Any]:
+def _load() -> list[float]:
+    """The 1, 5 and 15 minute load averages (what else the machine was running)."""
+    return [round(v, 2) for v in os.getloadavg()]
+
+
+def _spread(values: list[float]) -> dict[str, float] | None:
+    """Median, min and max of ``values`` (None when there are none)."""
+    if not values:
+        return None
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def _measure_store(
+    kind: str, url: str, scratch: Path, *, hosts: int, sessions: int, seconds: float
+) -> dict[str, Any]:
+    """One measurement on a fresh, empty store of ``kind``."""
+    from storage._postgres import wipe
+
+    if kind == "postgres":
+        wipe(url)
+        store = {"kind": kind, "url": url}
+    else:
+        store = {"kind": kind, "path": str(scratch / f"lmdb-{secrets.token_hex(4)}")}
+    before = _load()
+    fig = measure(store, hosts, sessions, seconds)
+    fig["load_before"], fig["load_after"] = before, _load()
+    return fig
+
+
+def _summarize(figures: list[dict[str, Any]], counts: list[int]) -> list[dict[str, Any]]:
+    """Per host count: each store's figures over the rounds, PostgreSQL over LMDB per round."""
+    out = []
+    for n in counts:
+        row: dict[str, Any] = {"hosts": n}
+        by_store: dict[str, list[dict[str, Any]]] = {}
+        for fig in figures:
+            if fig["hosts"] == n:
+                by_store.setdefault(fig["store"], []).append(fig)
+        for kind, figs in by_store.items():
+            row[kind] = {
+                "cpu_ms_per_delegation": _spread(
+                    [f["host_cpu_ms_per_delegation"] for f in figs if f["delegations"]]
+                ),
+                "delegations_per_s": _spread([f["delegations_per_s"] for f in figs]),
+                "speedup": _spread([f["speedup"] for f in figs if f.get("speedup")]),
+            }
+        pairs = list(zip(by_store.get("postgres", []), by_store.get("lmdb", []), strict=False))
+        for name, figure in (
+            ("pg_over_lmdb_cpu", "host_cpu_ms_per_delegation"),
+            ("pg_over_lmdb_cpu_per_run", "host_cpu_ms_per_run"),
+        ):
+            row[name] = _spread(
+                [pg[figure] / lm[figure] for pg, lm in pairs if pg[figure] and lm[figure]]
+            )
+        out.append(row)
+    return out
+
+
+def _speedups(figures: list[dict[str, Any]]) -> None:
+    """Each figure's delegations/s over the same round's and store's 1-host figure."""
+    base = {(f["round"], f["store"]): f["delegations_per_s"] for f in figures if f["hosts"] == 1}
+    for fig in figures:
+        one = base.get((fig["round"], fig["store"]))
+        fig["speedup"] = fig["delegations_per_s"] / one if one else None
+
+
+def run(
+    quick: bool,
+    admin_dsn: str,
+    counts: list[int],
+    sessions: int,
+    *,
+    stores: list[str],
+    rounds: int,
+) -> dict[str, Any]:
+    """Every (host count, store) measured ``rounds`` times, interleaved: round by
+    round, host count by host count, the stores in alternating order."""
+    import tempfile
+
     _repo_on_path()
     from storage._postgres import create_database, drop_database, migrate
 
     seconds = 3.0 if quick else 15.0
     name = f"subagents_bench_hosts_{secrets.token_hex(6)}"
     url = _as_url(create_database(admin_dsn, name))
+    load_before = _load()
+    figures: list[dict[str, Any]] = []
     try:
         migrate(url)
-        figures = [measure(url, n, sessions, seconds) for n in counts]
+        with tempfile.TemporaryDirectory(prefix="subagents-bench-hosts-") as scratch:
+            for r in range(rounds):
+                for n in counts:
+                    order = stores if (r + n) % 2 == 0 else stores[::-1]
+                    for kind in order:
+                        fig = _measure_store(
+                            kind, url, Path(scratch), hosts=n, sessions=sessions, seconds=seconds
+                        )
+                        fig["round"] = r
+                        figures.append(fig)
     finally:
         drop_database(admin_dsn, name)
-    base = figures[0]["delegations_per_s"] if figures else 0.0
-    for fig in figures:
-        fig["speedup"] = fig["delegations_per_s"] / base if base else None
+    _speedups(figures)
+    summary = _summarize(figures, counts)
     return {
         "quick": quick,
         "seconds": seconds,
         "tick_seconds": TICK_SECONDS,
         "cpus": os.cpu_count(),
-        "hosts": figures,
+        "rounds": rounds,
+        "stores": stores,
+        "load_before": load_before,
+        "load_after": _load(),
+        "measurements": figures,
+        "summary": summary,
+        "hosts": _compat_rows(figures, counts),
     }
+
+
+def _compat_rows(figures: list[dict[str, Any]], counts: list[int]) -> list[dict[str, Any]]:
+    """The PostgreSQL figures of the last round, one row per host count (or LMDB's
+    when PostgreSQL was not measured)."""
+    last = max((f["round"] for f in figures), default=0)
+    kinds = {f["store"] for f in figures}
+    kind = "postgres" if "postgres" in kinds else "lmdb"
+    by_count = {f["hosts"]: f for f in figures if f["round"] == last and f["store"] == kind}
+    return [by_count[n] for n in counts if n in by_count]
+
+
+def _fmt(spread: dict[str, float] | None, spec: str) -> str:
+    if spread is None:
+        return "-"
+    return (
+        f"{format(spread['median'], spec)} "
+        f"[{format(spread['min'], spec)}-{format(spread['max'], spec)}]"
+    )
 
 
 def render(result: dict[str, Any]) -> str:
     lines = [
-        "RPC host processes on one PostgreSQL database: background delegations end to end"
+        "RPC host processes on one store: background delegations end to end"
         + (" [quick]" if result["quick"] else ""),
         f"{result['seconds']:.0f} s per row, maintenance tick {result['tick_seconds']} s, "
-        f"{result['cpus']} CPUs shared by the hosts and the database server",
+        f"{result['cpus']} CPUs shared by the hosts and the database server; "
+        f"{result['rounds']} round(s), interleaved",
+        f"load average (1/5/15 min) before {result['load_before']}, after {result['load_after']}",
         "",
-        f"{'hosts':>5} {'sessions':>8} {'deleg/s':>9} {'x 1 host':>8} {'per host':>22} "
-        f"{'p50 ms':>7} {'CPU ms/deleg':>12} {'retries':>7} {'txn/deleg':>9}",
+        f"{'round':>5} {'store':>8} {'hosts':>5} {'deleg/s':>8} {'x 1 host':>8} "
+        f"{'per host':>22} {'p50 ms':>7} {'CPU ms/deleg':>12} {'in-band':>7} {'CPU ms/run':>10} "
+        f"{'retries':>7} {'txn/deleg':>9} {'load 1m':>11}",
     ]
-    for fig in result["hosts"]:
+    for fig in result["measurements"]:
         per_host = " ".join(f"{v:.1f}" for v in fig["per_host_per_s"])
         p50 = fig["latency_p50_ms"]
         cpu = fig["host_cpu_ms_per_delegation"]
+        load = f"{fig['load_before'][0]:.2f}>{fig['load_after'][0]:.2f}"
+        share = fig["inband_deliveries"] / fig["delegations"] if fig["delegations"] else 0.0
+        inband = f"{share:.0%}"
+        per_run = fig["host_cpu_ms_per_run"]
         txn = fig["transactions_per_delegation"]
         lines.append(
-            f"{fig['hosts']:>5} {fig['hosts'] * fig['sessions_per_host']:>8} "
-            f"{fig['delegations_per_s']:>9.1f} {fig['speedup'] or 0:>8.2f} {per_host:>22} "
+            f"{fig['round']:>5} {fig['store']:>8} {fig['hosts']:>5} "
+            f"{fig['delegations_per_s']:>8.1f} {fig['speedup'] or 0:>8.2f} {per_host:>22} "
             f"{'-' if p50 is None else format(p50, '.0f'):>7} "
-            f"{'-' if cpu is None else format(cpu, '.1f'):>12} {fig['serialization_retries']:>7} "
-            f"{'-' if txn is None else format(txn, '.1f'):>9}"
+            f"{'-' if cpu is None else format(cpu, '.1f'):>12} {inband:>7} "
+            f"{'-' if per_run is None else format(per_run, '.1f'):>10} "
+            f"{fig['serialization_retries']:>7} "
+            f"{'-' if txn is None else format(txn, '.1f'):>9} {load:>11}"
         )
-    failures = sum(fig["failures"] for fig in result["hosts"])
-    inband = sum(fig["inband_deliveries"] for fig in result["hosts"])
+    lines += ["", "median [min-max] over rounds:"]
+    for row in result["summary"]:
+        for kind in result["stores"]:
+            figs = row.get(kind)
+            if figs is None:
+                continue
+            lines.append(
+                f"  {row['hosts']} host(s) {kind:>8}: CPU ms/deleg "
+                f"{_fmt(figs['cpu_ms_per_delegation'], '.1f')}, deleg/s "
+                f"{_fmt(figs['delegations_per_s'], '.1f')}, x 1 host {_fmt(figs['speedup'], '.2f')}"
+            )
+        if row["pg_over_lmdb_cpu"] is not None:
+            lines.append(
+                f"  {row['hosts']} host(s) PostgreSQL/LMDB CPU per delegation: "
+                f"{_fmt(row['pg_over_lmdb_cpu'], '.2f')}, per run: "
+                f"{_fmt(row['pg_over_lmdb_cpu_per_run'], '.2f')}"
+            )
+    failures = sum(fig["failures"] for fig in result["measurements"])
+    inband = sum(fig["inband_deliveries"] for fig in result["measurements"])
     lines += [
         "",
         f"failed delegations: {failures}; results delivered in-band to a still-running parent "
@@ -374,12 +544,27 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--hosts", default="1,2,4", help="host counts, comma separated")
     parser.add_argument("--sessions", type=int, default=4, help="concurrent sessions per host")
+    parser.add_argument(
+        "--stores", default="lmdb,postgres", help="stores, comma separated: lmdb, postgres"
+    )
+    parser.add_argument("--rounds", type=int, default=None, help="rounds (default 3, quick 1)")
     args = parser.parse_args(argv)
     counts = [int(n) for n in args.hosts.split(",") if n.strip()]
+    stores = [s.strip() for s in args.stores.split(",") if s.strip()]
+    unknown = set(stores) - {"lmdb", "postgres"}
+    if unknown:
+        parser.error(f"unknown stores: {sorted(unknown)}")
+    rounds = args.rounds if args.rounds is not None else (1 if args.quick else 3)
     _repo_on_path()
     from bench._common import report
 
-    report(lambda: run(args.quick, args.admin_dsn, counts, args.sessions), render, args.json)
+    report(
+        lambda: run(
+            args.quick, args.admin_dsn, counts, args.sessions, stores=stores, rounds=rounds
+        ),
+        render,
+        args.json,
+    )
     return 0
 
 

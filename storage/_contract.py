@@ -106,6 +106,12 @@ class SessionStore(abc.ABC):
     def list_runs(self, session_id: str) -> list[RunRecord]:
         """Runs of a session in ``sequence_no`` order."""
 
+    def head_run_id(self, session_id: str) -> str | None:
+        """The session's head run (its latest: the last of :meth:`list_runs`), or
+        ``None`` when it has no run. Stores answer it without reading every run."""
+        runs = self.list_runs(session_id)
+        return runs[-1].run_id if runs else None
+
     @abc.abstractmethod
     def transition_run(
         self,

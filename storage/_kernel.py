@@ -935,6 +935,10 @@ class KernelStore(SessionStore):
 
         return self.backend.read(fn)
 
+    def head_run_id(self, session_id: str) -> str | None:
+        head = self.backend.read(lambda txn: self._head(txn, session_id))
+        return None if head is None else head.run_id
+
     def transition_run(
         self,
         session_id: str,
@@ -1757,6 +1761,11 @@ class KernelStore(SessionStore):
     # -- maintenance -------------------------------------------------------------------------
 
     def reconcile(self, namespace_id: str) -> list[AttemptRecord]:
+        # Most calls find nothing to do: a read-only snapshot says so without a write
+        # transaction (which, on a serializable store, would lock the ranges it read).
+        if not self.backend.read(lambda txn: self._reconcilable(txn, namespace_id)):
+            return []
+
         def fn(txn: Txn) -> list[AttemptRecord]:
             now = self.clock.now()
             now_key = codec.time_key(now)
@@ -1796,6 +1805,17 @@ class KernelStore(SessionStore):
             return changed
 
         return self.backend.write(fn)
+
+    def _reconcilable(self, txn: Txn, namespace_id: str) -> bool:
+        """Whether :meth:`reconcile` would change anything now: an active attempt whose
+        owner lease lapsed, or a delivery claim past its deadline."""
+        now = self.clock.now()
+        now_key = codec.time_key(now)
+        for _, deadline_key in txn.scan(_IX, codec.claim_prefix(namespace_id)):
+            if deadline_key <= now_key:
+                return True
+        active = [raw.decode("utf-8") for _, raw in txn.scan(_IX, codec.live_prefix(namespace_id))]
+        return any(self._attempt(txn, aid).owner_lease.lease_expires_at <= now for aid in active)
 
     def _synthesize_lost(self, record: AttemptRecord, now: float) -> AttemptRecord:
         _check(

@@ -48,8 +48,15 @@ Time. :class:`PostgresClock` (the default clock) reads the database server's
 (read in the same round trip as BEGIN, by the statement that takes the
 snapshot; every call in the transaction returns that instant), so
 every host sharing the database agrees on lease expiry regardless of their own
-clocks. Outside a transaction it asks the server on a pooled connection. Tests
-pass a :class:`~storage.ManualClock` instead.
+clocks. Outside a transaction it is the latest such reading advanced by the
+local monotonic clock, while that reading is at most ``clock_reuse_seconds``
+(1 s) old, else one query on a pooled connection: a busy store never spends a
+round trip on the clock. Tests pass a :class:`~storage.ManualClock` instead.
+
+Statements. Every per-table statement is prepared on a connection the first
+time it runs there; later runs send only their (binary) parameters, straight
+to libpq. BEGIN (with the clock read) and COMMIT are one simple query each, so
+an operation costs its statements plus two round trips.
 
 Errors (never a raw psycopg exception):
 
@@ -80,8 +87,10 @@ from __future__ import annotations
 import importlib
 import random
 import re
+import struct
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from types import ModuleType
@@ -113,6 +122,10 @@ DEFAULT_MAX_ATTEMPTS = 30
 CONNECTION_ATTEMPTS = 3
 """Transactions tried per write when the connection is lost before COMMIT."""
 
+CLOCK_REUSE_SECONDS = 1.0
+"""How long a server clock reading serves :meth:`PostgresBackend.server_now`
+(advanced by the local monotonic clock) before the server is asked again."""
+
 _CLOCK_SQL = "SELECT extract(epoch FROM clock_timestamp())::float8"
 _IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _PAGE_FIRST = 16
@@ -126,6 +139,7 @@ _SERIALIZATION = frozenset({"40001", "40P01"})
 _DISK_FULL = "53100"
 _CONNECTION_LOST = frozenset({"57P01", "57P02", "57P03"})
 _TRANSIENT = frozenset({"53300", "53200", "55P03"})
+_CONNECTION_LOST_B = frozenset(s.encode() for s in _CONNECTION_LOST)
 
 
 class DriverMissing(Failed):
@@ -235,34 +249,97 @@ class _Abort(Exception):
         self.at_commit = at_commit
 
 
+def _result_error(conn: psycopg.Connection[Any], res: Any) -> BaseException:
+    """The psycopg error of a failed libpq result: the server's (with its SQLSTATE),
+    or :class:`psycopg.OperationalError` when the connection itself is gone."""
+    pg = importlib.import_module("psycopg")
+    if conn.pgconn.status == pg.pq.ConnStatus.BAD:
+        message = res.error_message.decode(errors="replace").strip() or "connection lost"
+        state = res.error_field(pg.pq.DiagnosticField.SQLSTATE)
+        if state is None or not (state.startswith(b"08") or state in _CONNECTION_LOST_B):
+            lost: BaseException = pg.OperationalError(message)
+            return lost
+    exc: BaseException = pg.errors.error_from_result(res, encoding=conn.info.encoding)
+    return exc
+
+
+def _simple(conn: psycopg.Connection[Any], statement: str) -> Any:
+    """Run ``statement`` (maybe several, text results) as one simple query on libpq;
+    the last statement's result. A failed one raises its psycopg error."""
+    res = conn.pgconn.exec_(statement.encode())
+    if res.status not in _RESULT_OK:
+        raise _result_error(conn, res)
+    return res
+
+
 # -- SQL --------------------------------------------------------------------------------------
+
+
+_BYTEA = 17
+_INT8 = 20
+_BINARY = (1, 1, 1, 1)
+_RESULT_OK = frozenset({1, 2})
+"""libpq's PGRES_COMMAND_OK and PGRES_TUPLES_OK."""
+
+
+@dataclass(frozen=True)
+class _Stmt:
+    """One statement run by name on the libpq connection: ``$n`` parameters of
+    ``types`` (binary), binary results. Prepared on a connection at first use."""
+
+    name: bytes
+    text: bytes
+    types: tuple[int, ...]
+
+    @property
+    def formats(self) -> tuple[int, ...]:
+        """Every parameter binary."""
+        return _BINARY[: len(self.types)]
 
 
 @dataclass(frozen=True)
 class _TableSql:
-    get: str
-    put: str
-    delete: str
-    scan_from: str
-    scan_from_to: str
-    scan_after: str
-    scan_after_to: str
+    get: _Stmt
+    put: _Stmt
+    delete: _Stmt
+    scan_from: _Stmt
+    scan_from_to: _Stmt
+    scan_after: _Stmt
+    scan_after_to: _Stmt
 
 
-def _table_sql(qualified: str) -> _TableSql:
+def _table_sql(qualified: str, table: str) -> _TableSql:
     cols = f"SELECT k, v FROM {qualified} WHERE"
+
+    def stmt(kind: str, text: str, *types: int) -> _Stmt:
+        return _Stmt(name=f"subagents_{table}_{kind}".encode(), text=text.encode(), types=types)
+
     return _TableSql(
-        get=f"SELECT v FROM {qualified} WHERE k = %b",
-        put=(
-            f"INSERT INTO {qualified} (k, v) VALUES (%b, %b) "
-            "ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v"
+        get=stmt("get", f"SELECT v FROM {qualified} WHERE k = $1", _BYTEA),
+        put=stmt(
+            "put",
+            f"INSERT INTO {qualified} (k, v) VALUES ($1, $2) "
+            "ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
+            _BYTEA,
+            _BYTEA,
         ),
-        delete=f"DELETE FROM {qualified} WHERE k = %b RETURNING 1",
-        scan_from=f"{cols} k >= %b ORDER BY k LIMIT %b",
-        scan_from_to=f"{cols} k >= %b AND k < %b ORDER BY k LIMIT %b",
-        scan_after=f"{cols} k > %b ORDER BY k LIMIT %b",
-        scan_after_to=f"{cols} k > %b AND k < %b ORDER BY k LIMIT %b",
+        delete=stmt("delete", f"DELETE FROM {qualified} WHERE k = $1 RETURNING 1", _BYTEA),
+        scan_from=stmt("from", f"{cols} k >= $1 ORDER BY k LIMIT $2", _BYTEA, _INT8),
+        scan_from_to=stmt(
+            "from_to", f"{cols} k >= $1 AND k < $2 ORDER BY k LIMIT $3", _BYTEA, _BYTEA, _INT8
+        ),
+        scan_after=stmt("after", f"{cols} k > $1 ORDER BY k LIMIT $2", _BYTEA, _INT8),
+        scan_after_to=stmt(
+            "after_to", f"{cols} k > $1 AND k < $2 ORDER BY k LIMIT $3", _BYTEA, _BYTEA, _INT8
+        ),
     )
+
+
+_CLOCK_STMT = _Stmt(name=b"subagents_clock", text=_CLOCK_SQL.encode(), types=())
+
+
+def _int8(value: int) -> bytes:
+    return value.to_bytes(8, "big", signed=True)
 
 
 # -- migrations -------------------------------------------------------------------------------
@@ -484,12 +561,22 @@ class _PgTxn:
     caller's function swallowed the mapped error.
     """
 
-    __slots__ = ("_conn", "_now", "_sql", "failure", "writable")
+    __slots__ = ("_conn", "_now", "_pgconn", "_prepared", "_sql", "failure", "writable")
 
     def __init__(
-        self, conn: psycopg.Connection[Any], sql: dict[str, _TableSql], *, writable: bool
+        self,
+        conn: psycopg.Connection[Any],
+        sql: dict[str, _TableSql],
+        *,
+        writable: bool,
+        prepared: set[bytes],
     ) -> None:
         self._conn = conn
+        # Statements go straight to libpq (PQexecPrepared: binary parameters,
+        # binary rows), bypassing the cursor layer: for one-row key-value
+        # statements that layer costs more CPU than the round trip.
+        self._pgconn = conn.pgconn
+        self._prepared = prepared
         self._sql = sql
         self.writable = writable
         self.failure: BaseException | None = None
@@ -509,11 +596,15 @@ class _PgTxn:
                 "no such table in this backend", table=table, tables=sorted(self._sql)
             ) from None
 
-    def _exec(self, query: str, params: tuple[Any, ...], op: str, table: str, key: bytes) -> Any:
+    def _exec(
+        self, stmt: _Stmt, params: Sequence[bytes], op: str, table: str, key: bytes
+    ) -> list[tuple[bytes, ...]]:
+        """Run ``stmt``; its rows (each column's bytes). Database errors are mapped
+        and remembered (the transaction is aborted)."""
         if self.failure is not None:
             raise map_error(self.failure, op=op, table=table, key=key)
         try:
-            return self._conn.execute(query, params, binary=True)
+            return self._rows(stmt, params)
         except Exception as exc:
             pg = importlib.import_module("psycopg")
             if not isinstance(exc, pg.Error):
@@ -521,14 +612,34 @@ class _PgTxn:
             self.failure = exc
             raise map_error(exc, op=op, table=table, key=key) from exc
 
+    def _rows(self, stmt: _Stmt, params: Sequence[bytes]) -> list[tuple[bytes, ...]]:
+        pgconn = self._pgconn
+        if stmt.name not in self._prepared:
+            # Prepared statements outlive transactions (even rolled back ones).
+            res = pgconn.prepare(stmt.name, stmt.text, stmt.types)
+            if res.status not in _RESULT_OK:
+                raise self._error(res)
+            self._prepared.add(stmt.name)
+        res = pgconn.exec_prepared(stmt.name, params, stmt.formats, 1)
+        if res.status not in _RESULT_OK:
+            raise self._error(res)
+        width = res.nfields
+        return [
+            tuple(bytes(res.get_value(row, col) or b"") for col in range(width))
+            for row in range(res.ntuples)
+        ]
+
+    def _error(self, res: Any) -> BaseException:
+        return _result_error(self._conn, res)
+
     def _writable(self, table: str, key: bytes) -> None:
         if not self.writable:
             raise Failed("write in a read transaction", table=table, key=key)
 
     def get(self, table: str, key: bytes) -> bytes | None:
         sql = self._table(table)
-        row = self._exec(sql.get, (key,), "get", table, key).fetchone()
-        return None if row is None else bytes(row[0])
+        rows = self._exec(sql.get, (key,), "get", table, key)
+        return rows[0][0] if rows else None
 
     def put(self, table: str, key: bytes, value: bytes) -> None:
         sql = self._table(table)
@@ -538,7 +649,7 @@ class _PgTxn:
     def delete(self, table: str, key: bytes) -> bool:
         sql = self._table(table)
         self._writable(table, key)
-        return self._exec(sql.delete, (key,), "delete", table, key).fetchone() is not None
+        return bool(self._exec(sql.delete, (key,), "delete", table, key))
 
     def scan(
         self, table: str, prefix: bytes = b"", start: bytes | None = None
@@ -555,24 +666,20 @@ class _PgTxn:
         size = _PAGE_FIRST
         rows = self._page((sql.scan_from, sql.scan_from_to), table, first, end, size)
         while True:
-            for k, v in rows:
-                yield bytes(k), bytes(v)
+            yield from ((row[0], row[1]) for row in rows)
             if len(rows) < size:
                 return
-            last = bytes(rows[-1][0])
+            last = rows[-1][0]
             size = min(size * 4, _PAGE_MAX)
             rows = self._page((sql.scan_after, sql.scan_after_to), table, last, end, size)
 
     def _page(
-        self, queries: tuple[str, str], table: str, lo: bytes, end: bytes | None, size: int
-    ) -> list[Any]:
+        self, queries: tuple[_Stmt, _Stmt], table: str, lo: bytes, end: bytes | None, size: int
+    ) -> list[tuple[bytes, ...]]:
         open_sql, bounded_sql = queries
         if end is None:
-            cur = self._exec(open_sql, (lo, size), "scan", table, lo)
-        else:
-            cur = self._exec(bounded_sql, (lo, end, size), "scan", table, lo)
-        rows: list[Any] = cur.fetchall()
-        return rows
+            return self._exec(open_sql, (lo, _int8(size)), "scan", table, lo)
+        return self._exec(bounded_sql, (lo, end, _int8(size)), "scan", table, lo)
 
     def set_now(self, now: float) -> None:
         self._now = now
@@ -580,8 +687,8 @@ class _PgTxn:
     def db_now(self) -> float:
         """The server's ``clock_timestamp()`` (epoch seconds) at this transaction's start."""
         if self._now is None:
-            row = self._exec(_CLOCK_SQL, (), "clock", "", b"").fetchone()
-            self._now = float(row[0])
+            rows = self._exec(_CLOCK_STMT, (), "clock", "", b"")
+            self._now = struct.unpack("!d", rows[0][0])[0]
         return self._now
 
 
@@ -596,7 +703,8 @@ class PostgresBackend:
     the most connections this backend holds; ``pool_timeout`` how long an
     operation waits for one before :class:`~storage.RetryableStorage`.
     ``migrate`` applies missing migrations on open; without it, an unmigrated
-    database raises :class:`~storage.Failed`.
+    database raises :class:`~storage.Failed`. ``clock_reuse_seconds``: how long
+    a server clock reading serves :meth:`server_now` (0: ask every time).
 
     Threads: every method may be called from any thread; ``fn`` runs on the
     calling thread with one pooled connection, and must not call the backend
@@ -614,6 +722,7 @@ class PostgresBackend:
         connect_timeout: float = 10.0,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         migrate: bool = True,
+        clock_reuse_seconds: float = CLOCK_REUSE_SECONDS,
     ) -> None:
         if pool_size < 1:
             raise ValueError("pool_size must be at least 1")
@@ -626,6 +735,12 @@ class PostgresBackend:
         self.schema = schema
         self.max_attempts = max_attempts
         self.pool_timeout = pool_timeout
+        if clock_reuse_seconds < 0:
+            raise ValueError("clock_reuse_seconds must not be negative")
+        self.clock_reuse_seconds = clock_reuse_seconds
+        self._monotonic: Callable[[], float] = time.monotonic
+        # (server epoch seconds, local monotonic seconds when it arrived); never reused at first.
+        self._reading: tuple[float, float] = (0.0, -float("inf"))
         if migrate:
             _migrate(dsn, schema=schema, connect_timeout=connect_timeout)
         version = schema_version(dsn, schema=schema, connect_timeout=connect_timeout)
@@ -636,7 +751,12 @@ class PostgresBackend:
                 version=version,
                 latest=LATEST_VERSION,
             )
-        self._sql = {t: _table_sql(f"{quoted}.{_ident('table', TABLE_PREFIX + t)}") for t in tables}
+        self._sql = {
+            t: _table_sql(f"{quoted}.{_ident('table', TABLE_PREFIX + t)}", t) for t in tables
+        }
+        # The statements prepared on each pooled connection (a new connection has none).
+        self._prepared: weakref.WeakKeyDictionary[Any, set[bytes]] = weakref.WeakKeyDictionary()
+        self._prepared_lock = threading.Lock()
         self._local = threading.local()
         self._cond = threading.Condition()
         self._inflight = 0
@@ -689,8 +809,31 @@ class PostgresBackend:
         txn: _PgTxn | None = getattr(self._local, "txn", None)
         return txn
 
+    def _observe(self, txn: _PgTxn, now: float) -> None:
+        """``now`` is the server's clock at ``txn``'s start: the transaction's instant,
+        and the latest reading :meth:`server_now` may reuse."""
+        txn.set_now(now)
+        self._reading = (now, self._monotonic())
+
     def server_now(self) -> float:
-        """The server's clock as epoch seconds, outside any transaction."""
+        """The server's clock as epoch seconds, outside any transaction.
+
+        The latest reading of this backend (taken at a transaction's start)
+        advanced by the local monotonic clock, while it is at most
+        ``clock_reuse_seconds`` old; else the server is asked (one round trip).
+        Never ahead of the server's clock by more than the local clock's drift
+        since that reading: a reading is taken at the server and timed here
+        after it arrived.
+        """
+        server, at = self._reading
+        elapsed = self._monotonic() - at
+        if 0.0 <= elapsed <= self.clock_reuse_seconds:
+            return server + elapsed
+        now = self._ask_server()
+        self._reading = (now, self._monotonic())
+        return now
+
+    def _ask_server(self) -> float:
         self._enter()
         try:
             with self._pool.connection(timeout=self.pool_timeout) as conn:
@@ -788,10 +931,10 @@ class PostgresBackend:
                 # again here would only multiply the caller's wait.
                 raise map_error(exc, op="connect", schema=self.schema) from exc
             raise
-        txn = _PgTxn(conn, self._sql, writable=writable)
+        txn = _PgTxn(conn, self._sql, writable=writable, prepared=self._prepared_on(conn))
         try:
             try:
-                txn.set_now(self._begin(conn, writable=writable))
+                self._observe(txn, self._begin(conn, writable=writable))
             except pg.Error as exc:
                 raise _Abort(exc) from exc
             self._local.txn = txn
@@ -823,7 +966,7 @@ class PostgresBackend:
         """Open the transaction; return the server's clock at its snapshot.
 
         BEGIN, the savepoint (writes) and the clock read go in one round trip
-        (several statements: never prepared). The clock read is the first
+        (one simple query of several statements). The clock read is the first
         statement after BEGIN, so it also takes the transaction's snapshot:
         the store's "now" is the instant its reads are taken at.
         """
@@ -832,21 +975,27 @@ class PostgresBackend:
             if writable
             else "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; "
         )
-        cur = conn.execute(begin + _CLOCK_SQL, prepare=False)
-        while cur.nextset():
-            pass
-        row = cur.fetchone()
-        if row is None:
+        res = _simple(conn, begin + _CLOCK_SQL)
+        raw = res.get_value(0, 0) if res.ntuples else None
+        if raw is None:
             raise Failed("PostgreSQL returned no clock reading at BEGIN")
-        return float(row[0])
+        return float(bytes(raw))
 
     def _commit(self, conn: psycopg.Connection[Any], statement: str, *, in_doubt: bool) -> None:
         """Send ``statement`` (ending in COMMIT). ``in_doubt``: a lost reply leaves
         the outcome unknown (a real write was committing)."""
         try:
-            conn.execute(statement, prepare=False)
+            _simple(conn, statement)
         except self._pg.Error as exc:
             raise _Abort(exc, at_commit=in_doubt and not _is_serialization(exc)) from exc
+
+    def _prepared_on(self, conn: psycopg.Connection[Any]) -> set[bytes]:
+        """The names of the statements prepared on ``conn`` (used by one thread at a time)."""
+        with self._prepared_lock:
+            found = self._prepared.get(conn)
+            if found is None:
+                found = self._prepared[conn] = set()
+            return found
 
     def _release(self, conn: psycopg.Connection[Any]) -> None:
         pg = self._pg
@@ -883,8 +1032,9 @@ class PostgresClock:
     Inside a backend transaction on this thread, ``now()`` is the server's
     clock read when that transaction began (no extra round trip), the same
     instant for the whole transaction (the kernel's "one instant per
-    operation"). Outside one, each call asks the
-    server. ``monotonic()`` is the local monotonic clock (durations only).
+    operation"). Outside one, :meth:`PostgresBackend.server_now`: the latest
+    reading advanced locally while it is recent, else the server's answer.
+    ``monotonic()`` is the local monotonic clock (durations only).
     Safe from any thread.
     """
 

@@ -9,6 +9,7 @@ model, bounded by the agent's retry limit.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 import typing
@@ -56,8 +57,21 @@ def struct_schema(kind: type[msgspec.Struct]) -> dict[str, Any]:
     ``msgspec.json.schema`` puts the Struct itself under ``$defs`` and refers
     to it; a tool's parameters must be an object at the top, so the Struct's
     own definition is inlined (without its ``title``) and any other
-    definitions it uses stay under ``$defs``.
+    definitions it uses stay under ``$defs``. Each call returns a new dict
+    (the caller may change it); the schema is generated once per Struct (the
+    host builds every run's tools anew, and generating it costs far more
+    than copying it).
     """
+    schema: dict[str, Any] = msgspec.json.decode(_struct_schema_json(kind))
+    return schema
+
+
+@functools.lru_cache(maxsize=256)
+def _struct_schema_json(kind: type[msgspec.Struct]) -> bytes:
+    return msgspec.json.encode(_generate_struct_schema(kind))
+
+
+def _generate_struct_schema(kind: type[msgspec.Struct]) -> dict[str, Any]:
     generated = msgspec.json.schema(kind)
     definitions = dict(generated.get("$defs", {}))
     ref = generated.get("$ref")

@@ -142,9 +142,10 @@ SWEEP_TICKS = 10
 """Ticks between two sweeps (retention expiry and the namespace's pending results) while
 nothing happens on this host. A sweep costs what the namespace retains (every session
 with a retained result), so an idle host sweeps every ``SWEEP_TICKS`` ticks, not every
-tick; an attempt that ended here, a run that started or ended here, or a reconciliation
-that changed a record makes the next tick sweep. ``maintain()`` called directly always
-sweeps."""
+tick; an attempt that ended here or a reconciliation that changed a record makes the
+next tick sweep. A run that ends here admits its own session's continuations at once
+(reading only that session's pending results), so it needs no sweep. ``maintain()``
+called directly always sweeps."""
 _TERMINAL_RUN = {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED}
 PARENT_PROFILE_KEY = "subagents.parent_profile"
 """``ChildRequest.metadata``: the delegating parent's profile (its MCP tools are inherited)."""
@@ -369,7 +370,6 @@ class HostService:
         self._passes = 0
         self._quiet_ticks = 0  # ticks since the last sweep
         self._swept_ended = 0  # pools.ended_attempts at the last sweep
-        self._swept_runs: frozenset[tuple[str, str]] = frozenset()  # live runs then
         self._watched: set[tuple[str, str]] = set()
         self._started_at = time.monotonic()
         self.shutdown_requested = asyncio.Event()
@@ -500,14 +500,11 @@ class HostService:
                 log.exception("maintenance tick failed")
 
     def _sweep_due(self) -> bool:
-        """Whether this tick sweeps: something happened here since the last sweep, or
-        ``SWEEP_TICKS`` ticks went by (the backstop for what other hosts did)."""
+        """Whether this tick sweeps: an attempt ended here since the last sweep, or
+        ``SWEEP_TICKS`` ticks went by (the backstop for what other hosts did). A run
+        that ended here already admitted its session's continuations (:meth:`_execute`)."""
         self._quiet_ticks += 1
-        return (
-            self._quiet_ticks >= SWEEP_TICKS
-            or self.pools.ended_attempts != self._swept_ended
-            or frozenset(self._runs) != self._swept_runs
-        )
+        return self._quiet_ticks >= SWEEP_TICKS or self.pools.ended_attempts != self._swept_ended
 
     async def maintain(self, *, sweep: bool = True) -> None:
         """One reconciliation pass: lost runs, lost attempts, then (``sweep``) retention
@@ -527,7 +524,6 @@ class HostService:
         # Read before the sweep: whatever ends while it runs makes the next tick sweep.
         self._quiet_ticks = 0
         self._swept_ended = self.pools.ended_attempts
-        self._swept_runs = frozenset(self._runs)
         if self._accepting:
             self._admit_continuations()
 
@@ -619,9 +615,11 @@ class HostService:
         entry = self.config.profiles.get(profile)
         return entry.continuation_profile or profile if entry is not None else profile
 
-    def _admit_continuations(self) -> None:
+    def _admit_continuations(self, session_id: str | None = None) -> None:
+        """Admit one continuation run per free session with an undelivered result: in
+        the whole namespace, or only in ``session_id`` (a run of it just ended here)."""
         try:
-            pending = self.store.list_pending_attempts(self.namespace_id)
+            pending = self.store.list_pending_attempts(self.namespace_id, session_id)
         except StoreError as exc:
             log.warning("cannot list pending results: %s", exc)
             return
@@ -630,8 +628,8 @@ class HostService:
                 continue
             if record.delivery_status != "undelivered":
                 continue
-            session_id = record.parent_session_id
-            if any(key[0] == session_id for key in self._runs):
+            session = record.parent_session_id
+            if any(key[0] == session for key in self._runs):
                 continue  # the session is busy; the next tick tries again
             profile = self._continuation_profile(record.parent_session_id, record.parent_run_id)
             if profile is None:
@@ -639,7 +637,7 @@ class HostService:
             if profile not in self.config.profiles:
                 continue  # unknown profile: keep the evidence, no automatic run
             try:
-                head = self._head_run_id(session_id)
+                head = self._head_run_id(session)
                 receipt = self.deliverer.admit_continuation(
                     record, self._continuation_run(record, head), self.clock.now(), head
                 )
@@ -655,8 +653,7 @@ class HostService:
 
     def _head_run_id(self, session_id: str) -> str | None:
         """The session's head run (its latest), which a continuation restores from."""
-        runs = self.store.list_runs(session_id)
-        return runs[-1].run_id if runs else None
+        return self.store.head_run_id(session_id)
 
     def _continuation_run(
         self, record: AttemptRecord, head_run_id: str | None
@@ -1150,7 +1147,8 @@ class HostService:
                 renew.cancel()
             self._runs.pop(key, None)
         if self._accepting:
-            self._admit_continuations()
+            # The session is free now: only its own results can have become admissible.
+            self._admit_continuations(run.session_id)
 
     def _waiting_results(self, run: RunRecord) -> str:
         """Claim for explicit run ``run`` every result of its session that waits for a

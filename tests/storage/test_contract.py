@@ -1241,6 +1241,19 @@ def test_admitting_runs_allocates_sequence_numbers_and_stamps_store_time(
         store.load_run(SESSION, "missing")
 
 
+def test_the_head_run_is_the_latest_admitted_run_of_the_session(
+    store: SessionStore, clock: ManualClock, reopen: Reopen
+) -> None:
+    assert store.head_run_id(SESSION) is None
+    setup_session(store, clock)
+    assert store.head_run_id(SESSION) == PARENT_RUN
+    clock.advance(LEASE_TTL)
+    store.admit_run(plain_run(clock, "run-2"))
+    store = reopen(store)
+    assert store.head_run_id(SESSION) == "run-2" == store.list_runs(SESSION)[-1].run_id
+    assert store.head_run_id("no-such-session") is None
+
+
 def test_a_second_live_run_is_run_conflict_until_the_first_lease_expires(
     store: SessionStore, clock: ManualClock
 ) -> None:

@@ -962,6 +962,31 @@ def test_reconcile_and_active_listing_read_only_live_attempts_and_claims(
     assert backend.seen.count(codec.claim_key(NS, SESSION, claimed.attempt_id)) == 1
 
 
+def test_reconcile_with_nothing_due_runs_no_write_transaction(clock: ManualClock) -> None:
+    # A host reconciles every tick: on a serializable store a write transaction
+    # that only read would still lock the ranges it read, so an idle pass reads only.
+    backend = _IndexReads()
+    writes: list[object] = []
+    write = backend.write
+
+    def counted(fn: Callable[[storage.Txn], object]) -> object:
+        writes.append(fn)
+        return write(fn)
+
+    backend.write = counted  # type: ignore[method-assign]
+    store = KernelStore(backend, clock=clock, retention_seconds=3600.0)  # type: ignore[arg-type]
+    setup_session(store, clock)
+    live = store.accept_attempt(acceptance(clock))
+    claimed = _terminal_record(store, clock, attempt_id="subattempt_c", agent_id="ag-c")
+    store.claim_delivery(claimed.attempt_id, _claim("c", clock))
+    writes.clear()
+    assert store.reconcile(NS) == []
+    assert writes == []
+    clock.advance(31)  # the live attempt's owner lease lapsed (and the claim's deadline)
+    assert live.attempt_id in [r.attempt_id for r in store.reconcile(NS)]
+    assert len(writes) == 1
+
+
 def test_reconcile_never_reads_delivered_history(
     store: MemorySessionStore, clock: ManualClock
 ) -> None:

@@ -218,6 +218,37 @@ def test_store_time_is_the_servers_clock_read_once_per_transaction(pg: Pg) -> No
     assert first <= outside <= server_time()
 
 
+def test_outside_a_transaction_the_clock_advances_the_latest_reading_without_a_query(
+    pg: Pg, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The host reads the store clock outside transactions often (every event, every
+    # lease): a recent transaction's reading serves it, advanced by the local
+    # monotonic clock; a stale one is replaced by asking the server.
+    store = pg.store(clock=None)
+    backend = store.postgres
+    local = [100.0]
+    monkeypatch.setattr(backend, "_monotonic", lambda: local[0])
+    first = store.backend.write(lambda txn: store.clock.now())
+
+    def no_query(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the clock asked the server")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(backend, "_ask_server", no_query)
+        local[0] = 100.0 + backend.clock_reuse_seconds / 2
+        assert store.clock.now() == first + backend.clock_reuse_seconds / 2
+
+    def server_time() -> float:
+        return float(pg.sql("SELECT extract(epoch FROM clock_timestamp())::float8")[0][0])
+
+    local[0] = 100.0 + backend.clock_reuse_seconds + 5.0  # stale: the server answers
+    before = server_time()
+    asked = store.clock.now()
+    assert before <= asked <= server_time()
+    assert asked != first + backend.clock_reuse_seconds + 5.0
+    assert store.clock.now() == asked  # that answer is the new reading
+
+
 def test_leases_are_judged_by_database_time_not_the_callers_clock(pg: Pg) -> None:
     # The records come from a caller whose clock is years behind the server:
     # their lease is long expired by database time, so acceptance is refused.

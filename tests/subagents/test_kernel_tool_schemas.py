@@ -138,3 +138,33 @@ async def test_every_kernel_tool_refuses_unknown_fields_naming_them(
         with pytest.raises(ToolArgumentError) as caught:
             await made.call(context, {**valid, "invented": 1})
         assert (caught.value.tool, caught.value.path) == (made.name, "$.invented"), key
+
+
+class _OnceArgs(msgspec.Struct, kw_only=True):
+    query: str
+    limit: int = 3
+
+
+def test_a_structs_schema_is_generated_once_and_every_caller_gets_its_own_copy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The host builds every run's tools anew: generating a schema per run cost more
+    # CPU than the run's store transactions.
+    calls: list[type] = []
+    generate = msgspec.json.schema
+
+    def counted(kind: Any, **kwargs: Any) -> Any:
+        calls.append(kind)
+        return generate(kind, **kwargs)
+
+    monkeypatch.setattr(msgspec.json, "schema", counted)
+    first = struct_schema(_OnceArgs)
+    first["properties"]["query"]["enum"] = ["changed"]
+    second = struct_schema(_OnceArgs)
+    assert calls == [_OnceArgs]
+    assert "enum" not in second["properties"]["query"]
+    assert second == {
+        "type": "object",
+        "properties": {"query": {"type": "string"}, "limit": {"type": "integer", "default": 3}},
+        "required": ["query"],
+    }
