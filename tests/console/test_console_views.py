@@ -136,16 +136,7 @@ def test_transitions_come_from_the_attempt_events_when_the_log_has_them(
     service: HostService,
 ) -> None:
     _run(service, "run-1")
-    record = _attempt(service, "att-a", "run-1")
-    _event(
-        service,
-        "attempt.accepted",
-        "run-1",
-        attempt_id="att-a",
-        agent_id="x",
-        fencing_generation=7,
-        owner="views-host",
-    )
+    record = _attempt(service, "att-a", "run-1")  # the store commits attempt.accepted
     _event(service, "attempt.started", "run-1", attempt_id="att-a", fencing_generation=7)
     _event(service, "attempt.terminal", "run-1", attempt_id="att-a", status="completed")
     claim = {"attempt_id": "att-a", "claim_id": "claim-1", "consumer_run_id": "run-2"}
@@ -168,13 +159,24 @@ def test_transitions_come_from_the_attempt_events_when_the_log_has_them(
         ("delivery", "claimed"),
         ("delivery", "delivered"),
     ]
-    assert moves[0]["at"] > record.accepted_at  # the event's time, not the record's
+    assert moves[0]["at"] == record.accepted_at
+    assert moves[1]["at"] > record.accepted_at  # the event's time, not the record's
     assert moves[0]["note"] == "generation 7 · views-host"
     assert moves[3]["note"] == "claim claim-1 for run run-2"
     assert [m["at"] for m in moves] == sorted(m["at"] for m in moves)
 
 
-def test_without_attempt_events_the_record_dates_the_transitions(service: HostService) -> None:
+def test_without_attempt_events_the_record_dates_the_transitions(
+    service: HostService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A log written before the store committed attempt events: replay hides them.
+    replay = service.events.replay
+
+    def old_log(session_id: str, after_seq: int = 0, limit: int = 1000) -> list[Any]:
+        events = replay(session_id, after_seq, limit)
+        return [e for e in events if not e.kind.startswith("attempt.")]
+
+    monkeypatch.setattr(service.events, "replay", old_log)
     _run(service, "run-1")
     record = _attempt(service, "att-a", "run-1")
     _event(service, "run.steered", "run-1", steering_id="s")  # events, none of the attempt's
@@ -184,7 +186,8 @@ def test_without_attempt_events_the_record_dates_the_transitions(service: HostSe
         {"at": record.accepted_at, "machine": "phase", "to": "accepted", "note": "accepted"}
     ]
     assert view["steering"] == []
-    assert [e["kind"] for e in view["events"]] == ["run.steered"]  # its run's events
+    kinds = [e["kind"] for e in view["events"]]  # its run's events (the store's run events too)
+    assert kinds == ["run.admitted", "run.started", "run.steered"]
 
 
 def test_the_latest_attempt_of_a_long_log_finds_its_own_events(
@@ -257,8 +260,9 @@ def test_an_ended_attempt_reads_its_history_only_to_its_last_change(
 
     monkeypatch.setattr(service.events, "replay", counted)
     events = views._attempt_events(service, ended, "run-1")
-    assert [e["kind"] for e in events] == ["attempt.terminal"]
+    kinds = [e["kind"] for e in events]  # the store's own events of the run and attempt too
+    assert kinds == ["run.admitted", "run.started", "attempt.accepted", "attempt.terminal"]
     assert sum(reads) < 600  # the probes and one page, not the 2,000 later events
     reads.clear()
     still = views._attempt_events(service, accepted, "run-1")  # active: read to the end
-    assert len(still) == 2001 and sum(reads) > 2000
+    assert len(still) == 2004 and sum(reads) > 2000  # its 4 events and the 2,000 later ones
