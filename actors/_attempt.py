@@ -9,10 +9,24 @@ operations, applied in order). It receives ``Start``, ``Steer``, ``Cancel``,
 
 Rules it keeps:
 
-- Persist, then apply: every execution transition and the terminal outcome
-  are written to the store first (the execution status is the persisted
-  record); only then does the lifecycle move, and only then does anyone
-  (``Describe``, the supervisor, the callback) see it.
+- Persist, then apply: what anyone (``Describe``, the supervisor, a waiter,
+  the callback) sees of the attempt is the persisted record, and the terminal
+  outcome is visible only once committed.
+- The durability budget (``docs/durability.md``): an attempt costs at most
+  three durable commits on its critical path: acceptance (the supervisor's,
+  before the parent sees the handle), the terminal commit (this actor's,
+  before the result, the delta or the callback is visible) and the delivery
+  (the consumer's). The intermediate statuses (``starting``, ``running``,
+  ``waiting``) are never committed on their own: the child is launched as soon
+  as ``Start`` arrives (the acceptance just committed is the fence check for
+  the launch), what the child reports is noted here, and it is persisted with
+  the next heartbeat tick (one write per edge, each checked by the store) or
+  inside the terminal commit (``TerminalCommit.via``, every edge checked by
+  the store against the same ``EXECUTION`` table). This loses no safety: a
+  lost attempt is reconciled to ``failed/host_process_lost`` from any active
+  status, ``accepted`` included, and nothing ever relaunches an attempt
+  because of the status it was recorded in; the record is only behind the
+  child by less than one heartbeat interval.
 - The mailbox never blocks on the child: the child is a task on the event
   loop and reports by ``tell``. Heartbeats run on a small executor, one in
   flight per attempt, so a slow heartbeat never starves completion or
@@ -50,6 +64,7 @@ from storage import (
     Artifact,
     ArtifactLimits,
     AttemptRecord,
+    IllegalTransition,
     InvalidRecord,
     NotFound,
     QuotaExceeded,
@@ -110,24 +125,17 @@ class _Decision(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class _Progress(msgspec.Struct, frozen=True, kw_only=True):
-    """Pending: persist this execution status (``first_beat``: the launch it leads to
-    carries the first heartbeat timer, see ``_on_start``)."""
+    """Pending: persist the execution status reached (and the child's run id), with
+    every status between the stored one and it, at a heartbeat tick."""
 
     status: ExecutionStatus
-    first_beat: bool = False
-
-
-class _ChildRunId(msgspec.Struct, frozen=True, kw_only=True):
-    """Pending: persist the child's run id."""
-
-    child_run_id: str
 
 
 class _Terminal(msgspec.Struct, frozen=True, kw_only=True):
     """Pending: persist the decided terminal outcome (always the last operation)."""
 
 
-_Op = _Progress | _ChildRunId | _Terminal
+_Op = _Progress | _Terminal
 """A store write the attempt still owes, applied in order by ``_pump``."""
 
 _UNRECORDABLE = _Decision(
@@ -241,6 +249,10 @@ class AttemptActor(PooledActor):
             tell=_teller(self._actor_ref),
         )
         self.child_run_id: str | None = record.child_run_id
+        self.status = ExecutionStatus(record.execution_status)
+        """The execution status reached here; the record holds the persisted one
+        (behind it until the next heartbeat or the terminal commit persists it)."""
+        self.stepwise = False  # the store refused a path in one commit: one per step
         self.ops: deque[_Op] = deque()
         self.retry_armed = False  # one retry timer at a time
         self.renewal: concurrent.futures.Future[AttemptRecord] | None = None  # in flight
@@ -368,19 +380,16 @@ class AttemptActor(PooledActor):
     # -- start and progress ------------------------------------------------------------------
 
     def _on_start(self) -> None:
-        # The first heartbeat timer rides along with the child's launch (one wake-up of
-        # the loop instead of two); when the launch does not happen now, arm it here.
-        start = _Progress(status=ExecutionStatus.STARTING, first_beat=True)
-        self.ops.append(start)
-        try:
-            self._pump()
-        finally:
-            if self.model.state != RUNNING:  # not launched by this pump: no beat rode along
-                self.ops = deque(
-                    _Progress(status=ExecutionStatus.STARTING) if op is start else op
-                    for op in self.ops
-                )
-                self._schedule(Timer.HEARTBEAT, self.rt.heartbeat_interval)
+        # Acceptance is durable (the supervisor committed it before ``Start``): the
+        # child is launched now. ``starting`` is reached, not committed on its own: the
+        # next heartbeat or the terminal commit persists it (docs/durability.md).
+        if self.status == ExecutionStatus.ACCEPTED:
+            self.status = ExecutionStatus.STARTING
+        # The first heartbeat timer rides along with the launch (one wake-up of the
+        # loop instead of two); when the launch does not happen now, arm it here.
+        self._launch_child(first_beat=True)
+        if self.model.state != RUNNING:  # not launched: no beat rode along
+            self._schedule(Timer.HEARTBEAT, self.rt.heartbeat_interval)
 
     def _launch_child(self, first_beat: bool) -> None:
         if self.model.state != IDLE:  # launched already, decided or lost
@@ -408,14 +417,18 @@ class AttemptActor(PooledActor):
             self._tell_self(ChildFinished(outcome=None, error=None, cancelled=True))
 
     def _on_progress(self, message: ChildProgress) -> None:
+        """Note what the child reports; nothing is written now. The next heartbeat
+        tick persists it (with every status in between, each checked against
+        ``EXECUTION`` by the store), or the terminal commit carries it (``via``).
+        A report the table does not allow from the status reached is outdated."""
         if self.decision is not None or self._ended:
             return
-        if message.child_run_id is not None and message.child_run_id != self.child_run_id:
+        if message.child_run_id is not None:
             self.child_run_id = message.child_run_id
-            self.ops.append(_ChildRunId(child_run_id=message.child_run_id))
         if message.status is not None:
-            self.ops.append(_Progress(status=ExecutionStatus(message.status)))
-        self._pump()
+            status = ExecutionStatus(message.status)
+            if status not in EXECUTION.terminal and EXECUTION.allows(self.status, status):
+                self.status = status
 
     # -- steering and cancellation -----------------------------------------------------------
 
@@ -608,9 +621,9 @@ class AttemptActor(PooledActor):
         if self.decision is not None and not (force and self.pending is None):
             return
         self.decision = decision
-        # Progress not yet persisted no longer matters: the terminal commit carries the
-        # child_run_id, and persists ``running`` itself when completing needs it. So a
-        # store that keeps refusing progress cannot hold the outcome back.
+        # Progress not yet persisted goes with the terminal commit (its ``via`` and
+        # child_run_id), which persists ``running`` itself when completing needs it. So
+        # a store that keeps refusing progress cannot hold the outcome back.
         self.ops = deque([_Terminal()])
         state = self.model.state
         if state == RUNNING:
@@ -651,6 +664,7 @@ class AttemptActor(PooledActor):
             return
         match timer:
             case Timer.HEARTBEAT:
+                self._persist_progress()
                 self._heartbeat()
                 self._schedule(Timer.HEARTBEAT, self.rt.heartbeat_interval)
             case Timer.HEARTBEAT_RETRY:
@@ -748,41 +762,44 @@ class AttemptActor(PooledActor):
     def _apply(self, op: _Op) -> None:
         match op:
             case _Progress():
-                self._persist_execution(op.status, first_beat=op.first_beat)
-            case _ChildRunId():
-                if self.record.child_run_id != op.child_run_id:
-                    self._write_execution(
-                        msgspec.structs.replace(
-                            self.record,
-                            child_run_id=op.child_run_id,
-                            updated_at=self.rt.clock.now(),
-                        )
-                    )
+                self._persist_execution(op.status)
             case _Terminal():
                 self._persist_terminal()
             case _:
                 assert_never(op)
 
-    def _persist_execution(self, target: ExecutionStatus, *, first_beat: bool = False) -> None:
-        """Persist ``target`` (an edge of ``EXECUTION`` from the record's status, the
-        check the store applies to the same write); once it is ``starting``, launch."""
-        current = str(self.record.execution_status)
-        if current == target or not EXECUTION.allows(current, target):
-            if current == target == ExecutionStatus.STARTING:
-                # Our own ``starting`` applied though its response was lost (the record
-                # was adopted from the store): the child still has to be launched.
-                self._launch_child(first_beat)
-            return  # a repeated or outdated progress report: nothing to persist
-        record = msgspec.structs.replace(
-            self.record,
-            execution_status=target,
-            child_run_id=self.child_run_id,
-            updated_at=self.rt.clock.now(),
+    def _persist_progress(self) -> None:
+        """At a heartbeat tick: queue the status and child run id reached, if the
+        record is behind them and nothing else is queued (a decision's terminal
+        commit carries them itself)."""
+        record = self.record
+        behind = self.status != record.execution_status or (
+            self.child_run_id is not None and self.child_run_id != record.child_run_id
         )
-        self._write_execution(record)
-        # Persisted: now the child is launched.
-        if target == ExecutionStatus.STARTING:
-            self._launch_child(first_beat)
+        if behind and self.decision is None and not self.ops:
+            self.ops.append(_Progress(status=self.status))
+            self._pump()
+
+    def _persist_execution(self, target: ExecutionStatus) -> None:
+        """Persist ``target`` and the child's run id: one write per edge of
+        ``EXECUTION`` from the record's status (the check the store applies to each
+        write). A target the table cannot reach from there is outdated: only the
+        run id is written then."""
+        current = str(self.record.execution_status)
+        try:
+            steps = (*EXECUTION.path(current, target), target) if current != target else ()
+        except InvalidTransition:
+            steps = ()
+        if not steps and self.child_run_id in (None, self.record.child_run_id):
+            return  # a repeated or outdated progress report: nothing to persist
+        for step in steps or (ExecutionStatus(current),):
+            record = msgspec.structs.replace(
+                self.record,
+                execution_status=step,
+                child_run_id=self.child_run_id,
+                updated_at=self.rt.clock.now(),
+            )
+            self._write_execution(record)
 
     def _write_execution(self, record: AttemptRecord) -> None:
         stored = self.rt.store.update_attempt_execution(record)
@@ -793,13 +810,14 @@ class AttemptActor(PooledActor):
             self.supervisor.tell(AttemptUpdated(record=stored))
 
     def _persist_terminal(self) -> None:
+        """Commit the decided outcome; the statuses reached but not persisted (and
+        what ``completed`` needs: ``running``) go with it in the same transaction
+        (``TerminalCommit.via``), unless the store refused that path once."""
         assert self.decision is not None
-        status = str(self.record.execution_status)
-        if self.decision.status == ExecutionStatus.COMPLETED and status in ("accepted", "starting"):
-            # complete is only allowed from running/waiting: persist running first.
-            if status == "accepted":
-                self._persist_execution(ExecutionStatus.STARTING)
-            self._persist_execution(ExecutionStatus.RUNNING)
+        if self.stepwise and self.pending is None:
+            via = self._via(self.decision.status)
+            if via:
+                self._persist_execution(via[-1])
         if self.pending is None:
             self.pending = self._build_commit(self.decision)
         stored = self.rt.store.commit_terminal(self.pending)
@@ -906,7 +924,20 @@ class AttemptActor(PooledActor):
             updated_at=now,
             terminal_fingerprint=None,
         )
-        return TerminalCommit(record=record, artifact=artifact, artifact_limits=artifact_limits)
+        return TerminalCommit(
+            record=record, artifact=artifact, artifact_limits=artifact_limits, via=self._via(status)
+        )
+
+    def _via(self, terminal: ExecutionStatus) -> tuple[ExecutionStatus, ...]:
+        """The statuses from the persisted one to ``terminal``, exclusive: through the
+        status reached here, along the shortest walks of ``EXECUTION``."""
+        persisted, reached = str(self.record.execution_status), str(self.status)
+        try:
+            steps = [*EXECUTION.path(persisted, reached), reached] if reached != persisted else []
+            steps += EXECUTION.path(reached, terminal)
+        except InvalidTransition:
+            return tuple(ExecutionStatus(s) for s in EXECUTION.path(persisted, terminal))
+        return tuple(ExecutionStatus(s) for s in steps)
 
     def _recover(self, op: _Op, exc: Exception) -> bool:
         """Classify a failed write: true when a fresh load shows it applied, false
@@ -930,6 +961,10 @@ class AttemptActor(PooledActor):
         self._confirm_owner(exc)
         if self.model.state == TERMINAL:
             return True
+        if terminal and isinstance(exc, IllegalTransition) and pending and pending.via:
+            # Still ours, yet the path in one commit was refused (a store that does not
+            # take ``via``): persist it one status per commit, then the outcome.
+            self.stepwise = True
         if terminal and isinstance(exc, InvalidRecord) and self.decision is not _UNRECORDABLE:
             # Still ours, yet the store refuses this projection: it would refuse every
             # retry too. Commit minimal failed evidence instead of hanging the attempt.

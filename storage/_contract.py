@@ -22,8 +22,9 @@ from collections.abc import Sequence
 
 from statemachines import RunStatus, SessionStatus
 
+from ._backend import StoreCounters
 from ._clock import Clock
-from ._errors import Failed
+from ._errors import Delivered, Failed
 from ._records import (
     AcquireContinuation,
     Artifact,
@@ -275,6 +276,32 @@ class SessionStore(abc.ABC):
         :class:`DeliveryClaimed` / :class:`Delivered`. A claim linked to a
         consumer run is refused with :class:`Conflict`: that run's completion is
         its acknowledgement."""
+
+    def claim_and_acknowledge(self, attempt_id: str, claim: DeliveryClaim) -> AttemptRecord:
+        """Claim a terminal result and acknowledge it at once, for a consumer without a
+        durable run that has the result in hand already (``claim`` names no
+        consumer run): :meth:`claim_delivery` then :meth:`acknowledge_delivery`,
+        with their refusals, and the same record as the two would leave
+        (``delivered_claim_id = claim.claim_id``). A repeat with the same claim id
+        after it applied is Ok.
+
+        This default makes the two calls (two transactions). A store may do both
+        in one (``KernelStore`` does: one durable commit instead of two), since no
+        other consumer can tell the difference: between the two nothing but this
+        consumer could have taken the result.
+        """
+        try:
+            self.claim_delivery(attempt_id, claim)
+        except Delivered:
+            if self.load_attempt(attempt_id).delivered_claim_id != claim.claim_id:
+                raise
+        return self.acknowledge_delivery(attempt_id, claim.claim_id)
+
+    def counters(self) -> StoreCounters:
+        """What the store's backend did so far (writes, commits, fsyncs): see
+        :class:`~storage.StoreCounters`. This default counts nothing
+        (``counted=False``)."""
+        return StoreCounters(counted=False)
 
     @abc.abstractmethod
     def release_delivery(
