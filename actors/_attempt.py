@@ -961,9 +961,9 @@ class AttemptActor(PooledActor):
         self._confirm_owner(exc)
         if self.model.state == TERMINAL:
             return True
-        if terminal and isinstance(exc, IllegalTransition) and pending and pending.via:
-            # Still ours, yet the path in one commit was refused (a store that does not
-            # take ``via``): persist it one status per commit, then the outcome.
+        if terminal and isinstance(exc, IllegalTransition):
+            # Still ours, yet the store refused the move (a store that does not take
+            # ``via``): persist the path one status per commit, then the outcome.
             self.stepwise = True
         if terminal and isinstance(exc, InvalidRecord) and self.decision is not _UNRECORDABLE:
             # Still ours, yet the store refuses this projection: it would refuse every
