@@ -742,10 +742,10 @@ ATTEMPT_MUTANTS: tuple[Mutant, ...] = (
         "persisted one (completing an attempt still recorded as accepted)",
         ("supervisor",),
         equivalent=(
-            "observable only in the commit count: the store refuses the skipped path "
-            "(IllegalTransition), and the actor, still the owner, falls back to persisting "
-            "the path one status per commit and then the same outcome; "
-            "tests/actors/test_fsync_budget.py kills it by counting"
+            "observable only in the store calls and commits it makes, which no machine "
+            "counts: the store refuses the skipped path (IllegalTransition), and the actor, "
+            "still the owner, persists the path one status per commit, then the same "
+            "outcome; tests/actors/test_fsync_budget.py and test_durable_attempts.py kill it"
         ),
     ),
     _a(
