@@ -413,6 +413,8 @@ class _Env:
                         txn.abort()
                         raise
                     txn.commit()
+                    with self.mu:
+                        self.writes += 1  # opening tables is a write of its own
                     self._committed(True)
                 finally:
                     self.gate.leave()
