@@ -340,6 +340,42 @@ def measure_durable(count: int, callers: int, raw_commits: int, rounds: int) -> 
     }
 
 
+# -- the fsync budget (helper `fsync`; docs/durability.md) -------------------------------------
+
+
+def fsync_budget_line(attempts: int = 20) -> str:
+    """Durable commits one attempt costs at concurrency 1, from the store's own counters:
+    ``attempts`` sequential delegate -> complete -> wait (which delivers) on
+    ``LmdbSessionStore(sync=True)``, after one warm-up attempt (the session)."""
+    from actors import BackgroundSubagentSupervisor, OwnerIdentity
+    from storage import LmdbSessionStore
+
+    base = Path(tempfile.mkdtemp(prefix="bench-fsyncs-"))
+    store = LmdbSessionStore(base / "store", sync=True, map_size=MAP_SIZE)
+    supervisor = BackgroundSubagentSupervisor(
+        runner=instant_child,
+        store=store,
+        owner=OwnerIdentity(host_instance_id="bench-fsyncs", fencing_generation=1),
+        limits=limits(8),
+    )
+    try:
+        run_delegations(supervisor, 1, 1)
+        before = store.counters()
+        run_delegations(supervisor, attempts, 1)
+        store.drain()
+        moved = store.counters() - before
+    finally:
+        supervisor.shutdown_checked_sync(60)
+        store.close()
+        shutil.rmtree(base, ignore_errors=True)
+    return (
+        f"fsyncs per attempt (concurrency 1, LMDB sync=True, counted by the store over "
+        f"{attempts} attempts): {moved.fsyncs / attempts:.2f} "
+        f"({moved.commits / attempts:.2f} commits, {moved.writes / attempts:.2f} writes); "
+        "budget <= 3"
+    )
+
+
 # -- (d) DBOS Transact on SQLite --------------------------------------------------------------
 
 DBOS_WORKER = r"""
@@ -516,6 +552,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result, indent=2))
     else:
         print(table(result))
+        print(fsync_budget_line())
     return 0
 
 
