@@ -19,10 +19,10 @@ Rules it keeps:
   (the consumer's). The intermediate statuses (``starting``, ``running``,
   ``waiting``) are never committed on their own: the child is launched as soon
   as ``Start`` arrives (the acceptance just committed is the fence check for
-  the launch), what the child reports is noted here, and it is persisted with
-  the next heartbeat tick (one write per edge, each checked by the store) or
-  inside the terminal commit (``TerminalCommit.via``, every edge checked by
-  the store against the same ``EXECUTION`` table). This loses no safety: a
+  the launch), what the child reports is noted here, and it is persisted in
+  the same transaction as the next lease renewal (``advance_attempt``) or as
+  the terminal commit (``TerminalCommit.via``), every edge checked by the
+  store against the same ``EXECUTION`` table. This loses no safety: a
   lost attempt is reconciled to ``failed/host_process_lost`` from any active
   status, ``accepted`` included, and nothing ever relaunches an attempt
   because of the status it was recorded in; the record is only behind the
@@ -48,6 +48,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import inspect
 import logging
 import threading
@@ -124,18 +125,11 @@ class _Decision(msgspec.Struct, frozen=True, kw_only=True):
     cancellation_reason: str | None = None
 
 
-class _Progress(msgspec.Struct, frozen=True, kw_only=True):
-    """Pending: persist the execution status reached (and the child's run id), with
-    every status between the stored one and it, at a heartbeat tick."""
-
-    status: ExecutionStatus
-
-
 class _Terminal(msgspec.Struct, frozen=True, kw_only=True):
     """Pending: persist the decided terminal outcome (always the last operation)."""
 
 
-_Op = _Progress | _Terminal
+_Op = _Terminal
 """A store write the attempt still owes, applied in order by ``_pump``."""
 
 _UNRECORDABLE = _Decision(
@@ -253,6 +247,8 @@ class AttemptActor(PooledActor):
         """The execution status reached here; the record holds the persisted one
         (behind it until the next heartbeat or the terminal commit persists it)."""
         self.stepwise = False  # the store refused a path in one commit: one per step
+        self.plain_beats = False  # the store refused progress with a renewal
+        self.renewing_progress = False  # the renewal in flight carries progress
         self.ops: deque[_Op] = deque()
         self.retry_armed = False  # one retry timer at a time
         self.renewal: concurrent.futures.Future[AttemptRecord] | None = None  # in flight
@@ -664,7 +660,6 @@ class AttemptActor(PooledActor):
             return
         match timer:
             case Timer.HEARTBEAT:
-                self._persist_progress()
                 self._heartbeat()
                 self._schedule(Timer.HEARTBEAT, self.rt.heartbeat_interval)
             case Timer.HEARTBEAT_RETRY:
@@ -684,28 +679,86 @@ class AttemptActor(PooledActor):
                 assert_never(timer)
 
     def _heartbeat(self) -> None:
+        """Renew the lease on a heartbeat thread (one renewal in flight). When the
+        record is behind what the child reached, the renewal carries that progress
+        (``advance_attempt``: every status in between checked by the store, one
+        transaction with the renewal)."""
         if self.renewal is not None:
             return
         rt = self.rt
         expires = rt.store.clock.now() + rt.lease_ttl  # store time decides lease expiry
+        progress = None if self.plain_beats else self._progress()
         try:
-            fut = rt.heartbeats.submit(
-                _renew,
-                rt.store.heartbeat_attempt,
-                self.attempt_id,
-                rt.owner.host_instance_id,
-                rt.owner.fencing_generation,
-                expires,
-            )
+            if progress is None:
+                fut = rt.heartbeats.submit(
+                    _renew,
+                    rt.store.heartbeat_attempt,
+                    self.attempt_id,
+                    rt.owner.host_instance_id,
+                    rt.owner.fencing_generation,
+                    expires,
+                )
+            else:
+                advance = functools.partial(
+                    rt.store.advance_attempt, via=progress[1], lease_expires_at=expires
+                )
+                fut = rt.heartbeats.submit(_renew, advance, progress[0])
         except RuntimeError:
             return  # executor shut down: shutdown is finishing
         self.renewal = fut
+        self.renewing_progress = progress is not None
 
         def done(f: concurrent.futures.Future[AttemptRecord]) -> None:
             error = f.exception()
             self._tell_self(HeartbeatDone(record=None if error else f.result(), error=error))
 
         fut.add_done_callback(done)
+
+    def _progress(self) -> tuple[AttemptRecord, tuple[ExecutionStatus, ...]] | None:
+        """What the next renewal persists with it, if the record is behind the status or
+        child run id reached and no outcome is decided (its terminal commit carries
+        them): the record to store and the statuses on the way to it."""
+        record, rt = self.record, self.rt
+        child = record.child_run_id or self.child_run_id
+        if self.decision is not None or (
+            self.status == record.execution_status and child == record.child_run_id
+        ):
+            return None
+        try:
+            via = EXECUTION.path(str(record.execution_status), str(self.status))
+        except InvalidTransition:
+            return None
+        lease = msgspec.structs.replace(
+            record.owner_lease,
+            host_instance_id=rt.owner.host_instance_id,
+            fencing_generation=rt.owner.fencing_generation,
+        )
+        target = msgspec.structs.replace(
+            record, execution_status=self.status, child_run_id=child, owner_lease=lease
+        )
+        return target, tuple(ExecutionStatus(s) for s in via)
+
+    def _adopt_progress(self, stored: AttemptRecord) -> None:
+        """A renewal's answer: the persisted status and child run id, once they are
+        ahead of the record (the record is what anyone sees: now they see them)."""
+        record = self.record
+        status, known = str(stored.execution_status), str(record.execution_status)
+        if status in EXECUTION.terminal or (
+            status == known and stored.child_run_id == record.child_run_id
+        ):
+            return
+        if status != known:
+            try:
+                EXECUTION.path(known, status)
+            except InvalidTransition:
+                return  # older than what this actor persisted since
+        self.record = msgspec.structs.replace(
+            record,
+            execution_status=stored.execution_status,
+            child_run_id=stored.child_run_id,
+            updated_at=stored.updated_at,
+        )
+        self._show(self.record)
 
     def _on_heartbeat_done(self, message: HeartbeatDone) -> None:
         self.renewal = None
@@ -715,8 +768,14 @@ class AttemptActor(PooledActor):
             fresh = message.record.owner_lease
             if fresh.lease_expires_at > self.record.owner_lease.lease_expires_at:
                 self.record = msgspec.structs.replace(self.record, owner_lease=fresh)
+            self._adopt_progress(message.record)
             return
         assert message.error is not None
+        refused = (InvalidRecord, IllegalTransition, InvalidTransition)
+        if self.renewing_progress and isinstance(message.error, refused):
+            # The store refused the progress (not the renewal): renew plainly from now on;
+            # the terminal commit still carries what the child reached.
+            self.plain_beats = True
         if not isinstance(message.error, RetryableStorage):
             self._confirm_owner(message.error)
             if self._ended:
@@ -761,30 +820,16 @@ class AttemptActor(PooledActor):
 
     def _apply(self, op: _Op) -> None:
         match op:
-            case _Progress():
-                self._persist_execution(op.status)
             case _Terminal():
                 self._persist_terminal()
             case _:
                 assert_never(op)
 
-    def _persist_progress(self) -> None:
-        """At a heartbeat tick: queue the status and child run id reached, if the
-        record is behind them and nothing else is queued (a decision's terminal
-        commit carries them itself)."""
-        record = self.record
-        behind = self.status != record.execution_status or (
-            self.child_run_id is not None and self.child_run_id != record.child_run_id
-        )
-        if behind and self.decision is None and not self.ops:
-            self.ops.append(_Progress(status=self.status))
-            self._pump()
-
     def _persist_execution(self, target: ExecutionStatus) -> None:
         """Persist ``target`` and the child's run id: one write per edge of
         ``EXECUTION`` from the record's status (the check the store applies to each
-        write). A target the table cannot reach from there is outdated: only the
-        run id is written then."""
+        write), for a store that refused a path in one commit. A target the table
+        cannot reach from there is outdated: only the run id is written then."""
         current = str(self.record.execution_status)
         try:
             steps = (*EXECUTION.path(current, target), target) if current != target else ()
@@ -804,6 +849,9 @@ class AttemptActor(PooledActor):
     def _write_execution(self, record: AttemptRecord) -> None:
         stored = self.rt.store.update_attempt_execution(record)
         self.record = stored
+        self._show(stored)
+
+    def _show(self, stored: AttemptRecord) -> None:
         if self.view is not None:
             self.view.record = stored  # persisted: now the supervisor's view shows it
         else:

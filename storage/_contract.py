@@ -20,7 +20,9 @@ from __future__ import annotations
 import abc
 from collections.abc import Sequence
 
-from statemachines import RunStatus, SessionStatus
+import msgspec
+
+from statemachines import ExecutionStatus, RunStatus, SessionStatus
 
 from ._backend import StoreCounters
 from ._clock import Clock
@@ -296,6 +298,39 @@ class SessionStore(abc.ABC):
             if self.load_attempt(attempt_id).delivered_claim_id != claim.claim_id:
                 raise
         return self.acknowledge_delivery(attempt_id, claim.claim_id)
+
+    def advance_attempt(
+        self,
+        record: AttemptRecord,
+        *,
+        via: tuple[ExecutionStatus, ...] = (),
+        lease_expires_at: float | None = None,
+    ) -> AttemptRecord:
+        """Persist the execution progress an owner made (``record``'s
+        ``execution_status`` and ``child_run_id``, reached from the stored status
+        through ``via``) and, with ``lease_expires_at``, renew its lease: the
+        progress of a heartbeat tick (see ``docs/durability.md``).
+
+        The rules of :meth:`update_attempt_execution` for every step (each checked
+        against ``EXECUTION``, nothing but the status and ``child_run_id`` may
+        change) and of :meth:`heartbeat_attempt` for the renewal. This default
+        makes one :meth:`update_attempt_execution` per status, then the heartbeat;
+        a store may do it all in one transaction (``KernelStore`` does).
+        """
+        stored = record
+        for step in (*via, record.execution_status):
+            stored = self.update_attempt_execution(
+                msgspec.structs.replace(record, execution_status=step)
+            )
+        if lease_expires_at is not None:
+            lease = record.owner_lease
+            stored = self.heartbeat_attempt(
+                record.attempt_id,
+                lease.host_instance_id,
+                lease.fencing_generation,
+                lease_expires_at,
+            )
+        return stored
 
     def counters(self) -> StoreCounters:
         """What the store's backend did so far (writes, commits, fsyncs): see

@@ -212,12 +212,35 @@ def _check(machine: MachineSpec, source: str, dest: str, **fields: Any) -> None:
 def _walk(stored: AttemptRecord, via: tuple[ExecutionStatus, ...]) -> str:
     """Where ``via`` leads from ``stored``'s execution status, each step checked
     against :data:`EXECUTION` (:class:`IllegalTransition` otherwise): the
-    intermediate statuses a commit persists in the same transaction as its last."""
+    intermediate statuses a commit persists in the same transaction as its last.
+    A stored status on the path (the owner persisted part of it already, with a
+    lease renewal) is where the walk starts."""
     status = str(stored.execution_status)
+    if status in via:
+        via = via[len(via) - via[::-1].index(ExecutionStatus(status)) :]
     for step in via:
         _check(EXECUTION, status, step, attempt_id=stored.attempt_id)
         status = str(step)
     return status
+
+
+def _check_progress(stored: AttemptRecord, record: AttemptRecord) -> None:
+    """:class:`InvalidRecord` unless ``record`` is ``stored`` with a non-terminal
+    execution status and, where none is set yet, a child run id."""
+    aid = stored.attempt_id
+    if record.execution_status in _TERMINAL_EXEC:
+        raise InvalidRecord("terminal outcomes go through commit_terminal", attempt_id=aid)
+    if record.child_run_id != stored.child_run_id and stored.child_run_id is not None:
+        raise InvalidRecord("child_run_id is already set", attempt_id=aid)
+    same = _replace(
+        record,
+        execution_status=stored.execution_status,
+        child_run_id=stored.child_run_id,
+        updated_at=stored.updated_at,
+        owner_lease=stored.owner_lease,
+    )
+    if same != stored:
+        raise InvalidRecord("only execution_status and child_run_id may change", attempt_id=aid)
 
 
 MAX_ID_BYTES = 128
@@ -1025,6 +1048,52 @@ class KernelStore(SessionStore):
                 stored,
                 execution_status=record.execution_status,
                 child_run_id=child,
+                updated_at=now,
+            )
+            self._put_attempt(txn, new)
+            return new
+
+        return self.backend.write(fn)
+
+    def advance_attempt(
+        self,
+        record: AttemptRecord,
+        *,
+        via: tuple[ExecutionStatus, ...] = (),
+        lease_expires_at: float | None = None,
+    ) -> AttemptRecord:
+        """The progress of a heartbeat tick and the lease renewal in one transaction:
+        every step checked as :meth:`update_attempt_execution` checks one, the
+        renewal as :meth:`heartbeat_attempt` checks it; one durable commit."""
+        record = codec.ATTEMPT.normalize(record, what="AttemptRecord")
+        expiry = None if lease_expires_at is None else _time("lease_expires_at", lease_expires_at)
+
+        def fn(txn: Txn) -> AttemptRecord:
+            now = self.clock.now()
+            stored = self._attempt(txn, record.attempt_id)
+            writer = record.owner_lease
+            self._require_owner(stored, writer.host_instance_id, writer.fencing_generation, now)
+            if stored.execution_status in _TERMINAL_EXEC:
+                raise Conflict("attempt is terminal", attempt_id=stored.attempt_id)
+            self._require_not_fenced(txn, stored)
+            _check_progress(stored, record)
+            reached = _walk(stored, via)
+            if record.execution_status != reached:
+                _check(EXECUTION, reached, record.execution_status, attempt_id=stored.attempt_id)
+            lease = stored.owner_lease
+            if expiry is not None:
+                if expiry <= now:
+                    raise Conflict(
+                        "new lease expiry is not in the future",
+                        attempt_id=stored.attempt_id,
+                        now=now,
+                    )
+                lease = _replace(lease, heartbeat_at=now, lease_expires_at=expiry)
+            new = _replace(
+                stored,
+                execution_status=record.execution_status,
+                child_run_id=record.child_run_id,
+                owner_lease=lease,
                 updated_at=now,
             )
             self._put_attempt(txn, new)

@@ -9,8 +9,10 @@ falls inside an attempt (a 5 s interval), so what is counted is the critical pat
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from actor_helpers import SupervisorFactory, wait_terminal
@@ -24,6 +26,7 @@ from actors import (
     Deliverer,
     SupervisorLimits,
 )
+from properties import Gate
 from statemachines import RunStatus
 from storage import (
     ASYNC_SUBAGENT_RESULT,
@@ -205,3 +208,53 @@ def test_a_continuation_run_delivery_costs_three_fsyncs_the_run_acknowledging(
     assert own.fsyncs == 2
     record = durable.load_attempt(box[0])
     assert (record.delivery_status, record.delivered_to_run_id) == ("delivered", "run-continuation")
+
+
+class Watched(LmdbSessionStore):
+    """An LMDB store that records what each progress renewal cost, in its own counters."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.renewals: list[tuple[AttemptRecord, StoreCounters]] = []
+        self.updates = 0
+        self.renewed = threading.Event()
+
+    def advance_attempt(self, record: AttemptRecord, **kwargs: Any) -> AttemptRecord:
+        before = self.counters()
+        stored = super().advance_attempt(record, **kwargs)
+        self.renewals.append((stored, self.counters() - before))
+        if stored.execution_status == "running":
+            self.renewed.set()
+        return stored
+
+    def update_attempt_execution(self, record: AttemptRecord) -> AttemptRecord:
+        self.updates += 1
+        return super().update_attempt_execution(record)
+
+
+def test_progress_rides_the_next_lease_renewal_in_one_commit(
+    tmp_path: Path, clock: ManualClock, make_supervisor: SupervisorFactory
+) -> None:
+    store = Watched(tmp_path / "watched", clock=clock, sync=True)
+    gate = Gate()
+
+    async def held(request: ChildRequest, control: ChildControl) -> ChildOutcome:
+        control.report_child_run_id("run-held")
+        control.report_progress("running")
+        await gate.wait()
+        return ChildOutcome.completed("ok")
+
+    try:
+        supervisor = make_supervisor(runner=held, store=store)  # heartbeats every 10 ms
+        attempt = supervisor.delegate_sync("research", "p").attempt_id
+        assert store.renewed.wait(10)
+        # accepted -> (starting ->) running, the run id and the lease: one durable commit.
+        stored, _ = store.renewals[-1]
+        assert (stored.execution_status, stored.child_run_id) == ("running", "run-held")
+        assert all(cost.fsyncs == 1 for _, cost in store.renewals), store.renewals
+        assert store.updates == 0
+        gate.open()
+        assert supervisor.wait_sync(attempt, 10).status == "completed"
+        supervisor.shutdown_checked_sync(5)
+    finally:
+        store.close()

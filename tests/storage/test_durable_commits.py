@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import msgspec
 import pytest
-from builders import CLAIM_TTL, acceptance, drive, setup_session, terminal
+from builders import CLAIM_TTL, acceptance, drive, moved, setup_session, terminal
 
 from statemachines import ExecutionStatus
 from storage import (
@@ -22,6 +22,7 @@ from storage import (
     ManualClock,
     MemorySessionStore,
     SessionStore,
+    StaleFence,
     StoreCounters,
     TerminalCommit,
 )
@@ -75,9 +76,21 @@ def test_a_path_starts_at_the_stored_status(store: SessionStore, clock: ManualCl
     _accepted(store, clock)
     running = drive(store, store.load_attempt("subattempt_1"), clock)
     with pytest.raises(IllegalTransition):  # running -> starting is no edge
-        store.commit_terminal(_with_via(terminal(running, clock), S.STARTING, S.RUNNING))
+        store.commit_terminal(_with_via(terminal(running, clock), S.STARTING))
     failed = store.commit_terminal(_with_via(terminal(running, clock, "failed"), S.WAITING))
     assert failed.execution_status == "failed"
+
+
+def test_a_path_the_owner_persisted_part_of_already_goes_on_from_there(
+    store: SessionStore, clock: ManualClock
+) -> None:
+    # The commit was built while the record said accepted; a lease renewal then
+    # carried starting and running: the walk starts at the stored running.
+    _accepted(store, clock)
+    accepted = store.load_attempt("subattempt_1")
+    commit = _with_via(terminal(accepted, clock), S.STARTING, S.RUNNING)
+    store.advance_attempt(moved(accepted, S.RUNNING, clock), via=(S.STARTING,))
+    assert store.commit_terminal(commit).execution_status == "completed"
 
 
 def _terminal_attempt(store: SessionStore, clock: ManualClock) -> None:
@@ -174,3 +187,42 @@ def test_counters_count_writes_commits_and_fsyncs(store: SessionStore, clock: Ma
 
 def test_a_store_without_counters_says_so() -> None:
     assert SessionStore.counters(None) == StoreCounters(counted=False)  # type: ignore[arg-type]
+
+
+def test_advance_attempt_persists_a_path_and_renews_the_lease_in_one_commit(
+    store: SessionStore, clock: ManualClock
+) -> None:
+    _accepted(store, clock)
+    accepted = store.load_attempt("subattempt_1")
+    clock.advance(5)
+    before = store.counters()
+    expiry = clock.now() + 30
+    progressed = moved(accepted, S.RUNNING, clock, child_run_id="child-1")
+    advanced = store.advance_attempt(progressed, via=(S.STARTING,), lease_expires_at=expiry)
+    assert (advanced.execution_status, advanced.child_run_id) == ("running", "child-1")
+    lease = advanced.owner_lease
+    assert (lease.heartbeat_at, lease.lease_expires_at) == (clock.now(), expiry)
+    moved_by = store.counters() - before
+    assert (moved_by.writes, moved_by.commits) == (1, 1)
+    # Each step is checked: running -> starting is no edge; a renewal into the past is refused.
+    with pytest.raises(IllegalTransition):
+        store.advance_attempt(moved(advanced, S.RUNNING, clock), via=(S.STARTING,))
+    with pytest.raises(Conflict):
+        store.advance_attempt(moved(advanced, S.WAITING, clock), lease_expires_at=clock.now())
+    assert store.load_attempt("subattempt_1") == advanced
+
+
+def test_advance_attempt_is_fenced_like_a_heartbeat(
+    store: SessionStore, clock: ManualClock
+) -> None:
+    _accepted(store, clock)
+    accepted = store.load_attempt("subattempt_1")
+    stale = msgspec.structs.replace(
+        accepted, owner_lease=msgspec.structs.replace(accepted.owner_lease, fencing_generation=9)
+    )
+    with pytest.raises(StaleFence):
+        store.advance_attempt(moved(stale, S.STARTING, clock), lease_expires_at=clock.now() + 30)
+    clock.advance(31)  # the lease expired: the owner cannot revive it by advancing
+    with pytest.raises(StaleFence):
+        store.advance_attempt(moved(accepted, S.STARTING, clock), lease_expires_at=clock.now() + 30)
+    assert store.load_attempt("subattempt_1") == accepted
