@@ -9,10 +9,24 @@ operations, applied in order). It receives ``Start``, ``Steer``, ``Cancel``,
 
 Rules it keeps:
 
-- Persist, then apply: every execution transition and the terminal outcome
-  are written to the store first (the execution status is the persisted
-  record); only then does the lifecycle move, and only then does anyone
-  (``Describe``, the supervisor, the callback) see it.
+- Persist, then apply: what anyone (``Describe``, the supervisor, a waiter,
+  the callback) sees of the attempt is the persisted record, and the terminal
+  outcome is visible only once committed.
+- The durability budget (``docs/durability.md``): an attempt costs at most
+  three durable commits on its critical path: acceptance (the supervisor's,
+  before the parent sees the handle), the terminal commit (this actor's,
+  before the result, the delta or the callback is visible) and the delivery
+  (the consumer's). The intermediate statuses (``starting``, ``running``,
+  ``waiting``) are never committed on their own: the child is launched as soon
+  as ``Start`` arrives (the acceptance just committed is the fence check for
+  the launch), what the child reports is noted here, and it is persisted in
+  the same transaction as the next lease renewal (``advance_attempt``) or as
+  the terminal commit (``TerminalCommit.via``), every edge checked by the
+  store against the same ``EXECUTION`` table. This loses no safety: a
+  lost attempt is reconciled to ``failed/host_process_lost`` from any active
+  status, ``accepted`` included, and nothing ever relaunches an attempt
+  because of the status it was recorded in; the record is only behind the
+  child by less than one heartbeat interval.
 - The mailbox never blocks on the child: the child is a task on the event
   loop and reports by ``tell``. Heartbeats run on a small executor, one in
   flight per attempt, so a slow heartbeat never starves completion or
@@ -34,6 +48,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import inspect
 import logging
 import threading
@@ -50,6 +65,7 @@ from storage import (
     Artifact,
     ArtifactLimits,
     AttemptRecord,
+    IllegalTransition,
     InvalidRecord,
     NotFound,
     QuotaExceeded,
@@ -110,25 +126,11 @@ class _Decision(msgspec.Struct, frozen=True, kw_only=True):
     cancellation_reason: str | None = None
 
 
-class _Progress(msgspec.Struct, frozen=True, kw_only=True):
-    """Pending: persist this execution status (``first_beat``: the launch it leads to
-    carries the first heartbeat timer, see ``_on_start``)."""
-
-    status: ExecutionStatus
-    first_beat: bool = False
-
-
-class _ChildRunId(msgspec.Struct, frozen=True, kw_only=True):
-    """Pending: persist the child's run id."""
-
-    child_run_id: str
-
-
 class _Terminal(msgspec.Struct, frozen=True, kw_only=True):
     """Pending: persist the decided terminal outcome (always the last operation)."""
 
 
-_Op = _Progress | _ChildRunId | _Terminal
+_Op = _Terminal
 """A store write the attempt still owes, applied in order by ``_pump``."""
 
 _UNRECORDABLE = _Decision(
@@ -242,6 +244,12 @@ class AttemptActor(PooledActor):
             tell=_teller(self._actor_ref),
         )
         self.child_run_id: str | None = record.child_run_id
+        self.status = ExecutionStatus(record.execution_status)
+        """The execution status reached here; the record holds the persisted one
+        (behind it until the next heartbeat or the terminal commit persists it)."""
+        self.stepwise = False  # the store refused a path in one commit: one per step
+        self.plain_beats = False  # the store refused progress with a renewal
+        self.renewing_progress = False  # the renewal in flight carries progress
         self.ops: deque[_Op] = deque()
         self.retry_armed = False  # one retry timer at a time
         self.renewal: concurrent.futures.Future[AttemptRecord] | None = None  # in flight
@@ -369,19 +377,16 @@ class AttemptActor(PooledActor):
     # -- start and progress ------------------------------------------------------------------
 
     def _on_start(self) -> None:
-        # The first heartbeat timer rides along with the child's launch (one wake-up of
-        # the loop instead of two); when the launch does not happen now, arm it here.
-        start = _Progress(status=ExecutionStatus.STARTING, first_beat=True)
-        self.ops.append(start)
-        try:
-            self._pump()
-        finally:
-            if self.model.state != RUNNING:  # not launched by this pump: no beat rode along
-                self.ops = deque(
-                    _Progress(status=ExecutionStatus.STARTING) if op is start else op
-                    for op in self.ops
-                )
-                self._schedule(Timer.HEARTBEAT, self.rt.heartbeat_interval)
+        # Acceptance is durable (the supervisor committed it before ``Start``): the
+        # child is launched now. ``starting`` is reached, not committed on its own: the
+        # next heartbeat or the terminal commit persists it (docs/durability.md).
+        if self.status == ExecutionStatus.ACCEPTED:
+            self.status = ExecutionStatus.STARTING
+        # The first heartbeat timer rides along with the launch (one wake-up of the
+        # loop instead of two); when the launch does not happen now, arm it here.
+        self._launch_child(first_beat=True)
+        if self.model.state != RUNNING:  # not launched: no beat rode along
+            self._schedule(Timer.HEARTBEAT, self.rt.heartbeat_interval)
 
     def _launch_child(self, first_beat: bool) -> None:
         if self.model.state != IDLE:  # launched already, decided or lost
@@ -409,14 +414,18 @@ class AttemptActor(PooledActor):
             self._tell_self(ChildFinished(outcome=None, error=None, cancelled=True))
 
     def _on_progress(self, message: ChildProgress) -> None:
+        """Note what the child reports; nothing is written now. The next heartbeat
+        tick persists it (with every status in between, each checked against
+        ``EXECUTION`` by the store), or the terminal commit carries it (``via``).
+        A report the table does not allow from the status reached is outdated."""
         if self.decision is not None or self._ended:
             return
-        if message.child_run_id is not None and message.child_run_id != self.child_run_id:
+        if message.child_run_id is not None:
             self.child_run_id = message.child_run_id
-            self.ops.append(_ChildRunId(child_run_id=message.child_run_id))
         if message.status is not None:
-            self.ops.append(_Progress(status=ExecutionStatus(message.status)))
-        self._pump()
+            status = ExecutionStatus(message.status)
+            if status not in EXECUTION.terminal and EXECUTION.allows(self.status, status):
+                self.status = status
 
     # -- steering and cancellation -----------------------------------------------------------
 
@@ -610,9 +619,9 @@ class AttemptActor(PooledActor):
         if self.decision is not None and not (force and self.pending is None):
             return
         self.decision = decision
-        # Progress not yet persisted no longer matters: the terminal commit carries the
-        # child_run_id, and persists ``running`` itself when completing needs it. So a
-        # store that keeps refusing progress cannot hold the outcome back.
+        # Progress not yet persisted goes with the terminal commit (its ``via`` and
+        # child_run_id), which persists ``running`` itself when completing needs it. So
+        # a store that keeps refusing progress cannot hold the outcome back.
         self.ops = deque([_Terminal()])
         state = self.model.state
         if state == RUNNING:
@@ -672,28 +681,86 @@ class AttemptActor(PooledActor):
                 assert_never(timer)
 
     def _heartbeat(self) -> None:
+        """Renew the lease on a heartbeat thread (one renewal in flight). When the
+        record is behind what the child reached, the renewal carries that progress
+        (``advance_attempt``: every status in between checked by the store, one
+        transaction with the renewal)."""
         if self.renewal is not None:
             return
         rt = self.rt
         expires = rt.store.clock.now() + rt.lease_ttl  # store time decides lease expiry
+        progress = None if self.plain_beats else self._progress()
         try:
-            fut = rt.heartbeats.submit(
-                _renew,
-                rt.store.heartbeat_attempt,
-                self.attempt_id,
-                rt.owner.host_instance_id,
-                rt.owner.fencing_generation,
-                expires,
-            )
+            if progress is None:
+                fut = rt.heartbeats.submit(
+                    _renew,
+                    rt.store.heartbeat_attempt,
+                    self.attempt_id,
+                    rt.owner.host_instance_id,
+                    rt.owner.fencing_generation,
+                    expires,
+                )
+            else:
+                advance = functools.partial(
+                    rt.store.advance_attempt, via=progress[1], lease_expires_at=expires
+                )
+                fut = rt.heartbeats.submit(_renew, advance, progress[0])
         except RuntimeError:
             return  # executor shut down: shutdown is finishing
         self.renewal = fut
+        self.renewing_progress = progress is not None
 
         def done(f: concurrent.futures.Future[AttemptRecord]) -> None:
             error = f.exception()
             self._tell_self(HeartbeatDone(record=None if error else f.result(), error=error))
 
         fut.add_done_callback(done)
+
+    def _progress(self) -> tuple[AttemptRecord, tuple[ExecutionStatus, ...]] | None:
+        """What the next renewal persists with it, if the record is behind the status or
+        child run id reached and no outcome is decided (its terminal commit carries
+        them): the record to store and the statuses on the way to it."""
+        record, rt = self.record, self.rt
+        child = record.child_run_id or self.child_run_id
+        if self.decision is not None or (
+            self.status == record.execution_status and child == record.child_run_id
+        ):
+            return None
+        try:
+            via = EXECUTION.path(str(record.execution_status), str(self.status))
+        except InvalidTransition:
+            return None
+        lease = msgspec.structs.replace(
+            record.owner_lease,
+            host_instance_id=rt.owner.host_instance_id,
+            fencing_generation=rt.owner.fencing_generation,
+        )
+        target = msgspec.structs.replace(
+            record, execution_status=self.status, child_run_id=child, owner_lease=lease
+        )
+        return target, tuple(ExecutionStatus(s) for s in via)
+
+    def _adopt_progress(self, stored: AttemptRecord) -> None:
+        """A renewal's answer: the persisted status and child run id, once they are
+        ahead of the record (the record is what anyone sees: now they see them)."""
+        record = self.record
+        status, known = str(stored.execution_status), str(record.execution_status)
+        if status in EXECUTION.terminal or (
+            status == known and stored.child_run_id == record.child_run_id
+        ):
+            return
+        if status != known:
+            try:
+                EXECUTION.path(known, status)
+            except InvalidTransition:
+                return  # older than what this actor persisted since
+        self.record = msgspec.structs.replace(
+            record,
+            execution_status=stored.execution_status,
+            child_run_id=stored.child_run_id,
+            updated_at=stored.updated_at,
+        )
+        self._show(self.record)
 
     def _on_heartbeat_done(self, message: HeartbeatDone) -> None:
         self.renewal = None
@@ -703,8 +770,14 @@ class AttemptActor(PooledActor):
             fresh = message.record.owner_lease
             if fresh.lease_expires_at > self.record.owner_lease.lease_expires_at:
                 self.record = msgspec.structs.replace(self.record, owner_lease=fresh)
+            self._adopt_progress(message.record)
             return
         assert message.error is not None
+        refused = (InvalidRecord, IllegalTransition, InvalidTransition)
+        if self.renewing_progress and isinstance(message.error, refused):
+            # The store refused the progress (not the renewal): renew plainly from now on;
+            # the terminal commit still carries what the child reached.
+            self.plain_beats = True
         if not isinstance(message.error, RetryableStorage):
             self._confirm_owner(message.error)
             if self._ended:
@@ -749,59 +822,52 @@ class AttemptActor(PooledActor):
 
     def _apply(self, op: _Op) -> None:
         match op:
-            case _Progress():
-                self._persist_execution(op.status, first_beat=op.first_beat)
-            case _ChildRunId():
-                if self.record.child_run_id != op.child_run_id:
-                    self._write_execution(
-                        msgspec.structs.replace(
-                            self.record,
-                            child_run_id=op.child_run_id,
-                            updated_at=self.rt.clock.now(),
-                        )
-                    )
             case _Terminal():
                 self._persist_terminal()
             case _:
                 assert_never(op)
 
-    def _persist_execution(self, target: ExecutionStatus, *, first_beat: bool = False) -> None:
-        """Persist ``target`` (an edge of ``EXECUTION`` from the record's status, the
-        check the store applies to the same write); once it is ``starting``, launch."""
+    def _persist_execution(self, target: ExecutionStatus) -> None:
+        """Persist ``target`` and the child's run id: one write per edge of
+        ``EXECUTION`` from the record's status (the check the store applies to each
+        write), for a store that refused a path in one commit. A target the table
+        cannot reach from there is outdated: only the run id is written then."""
         current = str(self.record.execution_status)
-        if current == target or not EXECUTION.allows(current, target):
-            if current == target == ExecutionStatus.STARTING:
-                # Our own ``starting`` applied though its response was lost (the record
-                # was adopted from the store): the child still has to be launched.
-                self._launch_child(first_beat)
+        try:
+            steps = (*EXECUTION.path(current, target), target) if current != target else ()
+        except InvalidTransition:
+            steps = ()
+        if not steps and self.child_run_id in (None, self.record.child_run_id):
             return  # a repeated or outdated progress report: nothing to persist
-        record = msgspec.structs.replace(
-            self.record,
-            execution_status=target,
-            child_run_id=self.child_run_id,
-            updated_at=self.rt.clock.now(),
-        )
-        self._write_execution(record)
-        # Persisted: now the child is launched.
-        if target == ExecutionStatus.STARTING:
-            self._launch_child(first_beat)
+        for step in steps or (ExecutionStatus(current),):
+            record = msgspec.structs.replace(
+                self.record,
+                execution_status=step,
+                child_run_id=self.child_run_id,
+                updated_at=self.rt.clock.now(),
+            )
+            self._write_execution(record)
 
     def _write_execution(self, record: AttemptRecord) -> None:
         stored = self.rt.store.update_attempt_execution(record)
         self.record = stored
+        self._show(stored)
+
+    def _show(self, stored: AttemptRecord) -> None:
         if self.view is not None:
             self.view.record = stored  # persisted: now the supervisor's view shows it
         else:
             self.supervisor.tell(AttemptUpdated(record=stored))
 
     def _persist_terminal(self) -> None:
+        """Commit the decided outcome; the statuses reached but not persisted (and
+        what ``completed`` needs: ``running``) go with it in the same transaction
+        (``TerminalCommit.via``), unless the store refused that path once."""
         assert self.decision is not None
-        status = str(self.record.execution_status)
-        if self.decision.status == ExecutionStatus.COMPLETED and status in ("accepted", "starting"):
-            # complete is only allowed from running/waiting: persist running first.
-            if status == "accepted":
-                self._persist_execution(ExecutionStatus.STARTING)
-            self._persist_execution(ExecutionStatus.RUNNING)
+        if self.stepwise and self.pending is None:
+            via = self._via(self.decision.status)
+            if via:
+                self._persist_execution(via[-1])
         if self.pending is None:
             self.pending = self._build_commit(self.decision)
         stored = self.rt.store.commit_terminal(self.pending)
@@ -908,7 +974,20 @@ class AttemptActor(PooledActor):
             updated_at=now,
             terminal_fingerprint=None,
         )
-        return TerminalCommit(record=record, artifact=artifact, artifact_limits=artifact_limits)
+        return TerminalCommit(
+            record=record, artifact=artifact, artifact_limits=artifact_limits, via=self._via(status)
+        )
+
+    def _via(self, terminal: ExecutionStatus) -> tuple[ExecutionStatus, ...]:
+        """The statuses from the persisted one to ``terminal``, exclusive: through the
+        status reached here, along the shortest walks of ``EXECUTION``."""
+        persisted, reached = str(self.record.execution_status), str(self.status)
+        try:
+            steps = [*EXECUTION.path(persisted, reached), reached] if reached != persisted else []
+            steps += EXECUTION.path(reached, terminal)
+        except InvalidTransition:
+            return tuple(ExecutionStatus(s) for s in EXECUTION.path(persisted, terminal))
+        return tuple(ExecutionStatus(s) for s in steps)
 
     def _recover(self, op: _Op, exc: Exception) -> bool:
         """Classify a failed write: true when a fresh load shows it applied, false
@@ -932,6 +1011,10 @@ class AttemptActor(PooledActor):
         self._confirm_owner(exc)
         if self.model.state == TERMINAL:
             return True
+        if terminal and isinstance(exc, IllegalTransition):
+            # Still ours, yet the store refused the move (a store that does not take
+            # ``via``): persist the path one status per commit, then the outcome.
+            self.stepwise = True
         if terminal and isinstance(exc, InvalidRecord) and self.decision is not _UNRECORDABLE:
             # Still ours, yet the store refuses this projection: it would refuse every
             # retry too. Commit minimal failed evidence instead of hanging the attempt.

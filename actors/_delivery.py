@@ -13,8 +13,12 @@ and this engine never acknowledges it: the run's own terminal transition in
 the store does, in the same transaction (``completed`` acknowledges;
 ``failed``/``cancelled`` release with suppression of automatic continuation; a
 lost admission lease releases without), so a consumer that dies never takes
-the result with it. A consumer without a durable run (an in-process SDK parent,
-the completion callback) keeps claim, hand-off, acknowledge in one go.
+the result with it. A consumer without a durable run keeps claim, hand-off,
+acknowledge in one go: the completion callback claims, runs, then acknowledges
+(a raising callback releases); a wait or turn of an in-process SDK parent,
+whose hand-off cannot fail once the result is built, builds it from the
+stored record and then claims and acknowledges in one store transaction
+(``SessionStore.claim_and_acknowledge``: one durable commit, not two).
 
 Every store call about a delivery goes through one replay rule
 (:func:`replayed`): only exact replays are retried, which the store answers
@@ -196,17 +200,25 @@ class Deliverer:
             call, tries=DELIVERY_RETRIES, pause=pause, transient=_not_a_verdict, sleep=self.sleep
         )
 
-    def claim(
-        self, attempt_id: str, consumer: str, continuation_run_id: str | None = None
-    ) -> tuple[str, AttemptRecord]:
+    def _claim_for(self, consumer: str, continuation_run_id: str | None) -> DeliveryClaim:
         seconds = RUN_CLAIM_SECONDS if continuation_run_id else self.limits.claim_deadline
-        claim = DeliveryClaim(
+        return DeliveryClaim(
             claim_id=f"{consumer}_{self.ids.uuid4()}",
             deadline=self.store.clock.now() + seconds,
             continuation_run_id=continuation_run_id,
         )
+
+    def claim(
+        self, attempt_id: str, consumer: str, continuation_run_id: str | None = None
+    ) -> tuple[str, AttemptRecord]:
+        claim = self._claim_for(consumer, continuation_run_id)
+        record = self._claiming(attempt_id, lambda: self.store.claim_delivery(attempt_id, claim))
+        return claim.claim_id, record
+
+    def _claiming(self, attempt_id: str, call: Callable[[], AttemptRecord]) -> AttemptRecord:
+        """``call()`` (a claim), retried; the store's verdicts as the supervisor's errors."""
         try:
-            record = self._retrying(lambda: self.store.claim_delivery(attempt_id, claim))
+            return self._retrying(call)
         except DeliveryClaimed as exc:
             raise BackgroundSubagentError.DeliveryClaimed(
                 "another consumer holds a live claim on this result", attempt_id=attempt_id
@@ -223,7 +235,6 @@ class Deliverer:
             raise BackgroundSubagentError.Durability(
                 "the store refused the delivery claim", attempt_id=attempt_id
             ) from exc
-        return claim.claim_id, record
 
     def build(self, record: AttemptRecord, *, with_delta: bool) -> BackgroundResult:
         """The parent-facing result of a terminal record (full artifact content included)."""
@@ -267,11 +278,41 @@ class Deliverer:
             raise BackgroundSubagentError.Durability(
                 "the store did not confirm the delivery", attempt_id=attempt_id
             ) from exc
-        self.deltas.pop(attempt_id)
-        self.delivered.append(attempt_id)
+        self._acknowledged(attempt_id)
         return record
 
-    def release(self, attempt_id: str, claim_id: str) -> None:
+    def _acknowledged(self, attempt_id: str) -> None:
+        """The delivery is durable: its delta was handed out, for the last time."""
+        self.deltas.pop(attempt_id)
+        self.delivered.append(attempt_id)
+
+    def _deliver_at_once(self, attempt_id: str, consumer: str) -> AttemptRecord:
+        """Claim and acknowledge in one store call (one durable commit, see
+        ``SessionStore.claim_and_acknowledge``), for a consumer without a durable
+        run whose result is built already; the errors of :meth:`claim`."""
+        claim = self._claim_for(consumer, None)
+        record = self._claiming(
+            attempt_id, lambda: self.store.claim_and_acknowledge(attempt_id, claim)
+        )
+        self._acknowledged(attempt_id)
+        return record
+
+    def _terminal(self, attempt_id: str) -> AttemptRecord:
+        """The stored record, for a delivery built before it is committed."""
+        try:
+            return self.store.load_attempt(attempt_id)
+        except NotFound as exc:
+            raise BackgroundSubagentError.NotFound(
+                "no such attempt", attempt_id=attempt_id
+            ) from exc
+        except StoreError as exc:
+            raise BackgroundSubagentError.Durability(
+                "could not load the result", attempt_id=attempt_id
+            ) from exc
+
+    def release(self, attempt_id: str, claim_id: str | None) -> None:
+        if claim_id is None:
+            return  # nothing was claimed
         try:
             self._retrying(lambda: self.store.release_delivery(attempt_id, claim_id, Retryable()))
         except StoreError:
@@ -283,12 +324,17 @@ class Deliverer:
     ) -> tuple[BackgroundResult, AttemptRecord]:
         """Hand one result over; the result carries the delta.
 
-        Without ``consumer_run_id``: claim, build and acknowledge in one go (the
-        returned record is ``delivered``). With it: claim for that durable run
-        and hand over, without acknowledging (the record is ``claimed``, linked
-        to the run; the run's terminal transition settles it).
+        Without ``consumer_run_id``: build from the stored record, then claim and
+        acknowledge in one store transaction (one durable commit; the returned
+        record is ``delivered``, and a consumer that lost the race to another
+        gets that one's verdict). With it: claim for that durable run and hand
+        over, without acknowledging (the record is ``claimed``, linked to the
+        run; the run's terminal transition settles it).
         """
-        claim_id, record = self.claim(attempt_id, consumer, consumer_run_id)
+        if consumer_run_id is None:
+            claim_id, record = None, self._terminal(attempt_id)
+        else:
+            claim_id, record = self.claim(attempt_id, consumer, consumer_run_id)
         try:
             result = self.build(record, with_delta=True)
             if consumer_run_id is not None:
@@ -299,8 +345,7 @@ class Deliverer:
         if consumer_run_id is not None:
             self.deltas.pop(attempt_id)  # handed out once, with this hand-off
             return result, record
-        acknowledged = self.acknowledge(attempt_id, claim_id)
-        return result, acknowledged
+        return result, self._deliver_at_once(attempt_id, consumer)
 
     def take_pending(self, session_id: str, run_id: str | None = None) -> list[BackgroundResult]:
         """Every pending result of the session not claimed by someone else.

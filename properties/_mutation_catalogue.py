@@ -751,17 +751,19 @@ ATTEMPT_MUTANTS: tuple[Mutant, ...] = (
         "the terminal commit is rebuilt on every try (a lost response is never replayed exactly)",
     ),
     Mutant(
-        "A12-complete-from-accepted-skips-starting",
+        "A12-terminal-commit-without-path",
         ATTEMPT,
-        '            if status == "accepted":\n'
-        "                self._persist_execution(ExecutionStatus.STARTING)\n",
-        "",
-        "completing an attempt still recorded as accepted skips persisting starting",
+        "            record=record, artifact=artifact, artifact_limits=artifact_limits, "
+        "via=self._via(status)\n",
+        "            record=record, artifact=artifact, artifact_limits=artifact_limits, via=()\n",
+        "the terminal commit leaves out the statuses the attempt passed through since the "
+        "persisted one (completing an attempt still recorded as accepted)",
         ("supervisor",),
         equivalent=(
-            "unreachable: the child is launched only after `starting` is persisted, and only "
-            "a child's outcome decides `completed`, so a completing attempt is never recorded "
-            "`accepted`"
+            "observable only in the store calls and commits it makes, which no machine "
+            "counts: the store refuses the skipped path (IllegalTransition), and the actor, "
+            "still the owner, persists the path one status per commit, then the same "
+            "outcome; tests/actors/test_fsync_budget.py and test_durable_attempts.py kill it"
         ),
     ),
     _a(

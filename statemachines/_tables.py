@@ -88,6 +88,40 @@ class MachineSpec:
                 trigger=trigger,
             ) from None
 
+    def path(self, source: str, dest: str) -> tuple[str, ...]:
+        """The states strictly between ``source`` and ``dest`` on a shortest walk along
+        the table's transitions (``()`` when ``source -> dest`` is one transition or
+        ``source == dest``), or :class:`InvalidTransition` when ``dest`` is not reachable.
+
+        Terminal states have no outgoing transitions, so they never appear in between.
+        A store that validates a walk checks each of its edges with :meth:`check`.
+        """
+        if source == dest or self.allows(source, dest):
+            return ()
+        came: dict[str, str] = {source: source}
+        frontier = [source]
+        while frontier and dest not in came:
+            step: list[str] = []
+            for state in frontier:
+                for row in self.transitions:
+                    if row.source == state and row.dest not in came:
+                        came[row.dest] = state
+                        step.append(row.dest)
+            frontier = step
+        if dest not in came:
+            raise InvalidTransition(
+                f"{self.name}: {dest} is not reachable from {source}",
+                machine=self.name,
+                source=source,
+                dest=dest,
+            )
+        between: list[str] = []
+        state = came[dest]
+        while state != source:
+            between.append(state)
+            state = came[state]
+        return tuple(reversed(between))
+
     def is_terminal(self, state: str) -> bool:
         return state in self.terminal
 

@@ -10,6 +10,7 @@ from . import _guard  # noqa: F401 - first: refuse a foreign layer below (statem
 # isort: split
 
 from ._backend import Backend as Backend
+from ._backend import StoreCounters as StoreCounters
 from ._backend import Txn as Txn
 from ._clock import AnchoredClock as AnchoredClock
 from ._clock import Clock as Clock
@@ -131,6 +132,7 @@ __all__ = [
     "SkewedClock",
     "StaleFence",
     "StorageFull",
+    "StoreCounters",
     "StoreError",
     "StoreEvent",
     "StoreIdentity",

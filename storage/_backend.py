@@ -12,7 +12,37 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol, TypeVar
 
+import msgspec
+
 T = TypeVar("T")
+
+
+class StoreCounters(msgspec.Struct, frozen=True, kw_only=True):
+    """What a store's backend did since it was opened (see ``docs/durability.md``).
+
+    ``writes``: write transactions the kernel asked for (one per store
+    operation that may write). ``commits``: transactions the backend really
+    committed (the LMDB batching writer may hold several writes in one).
+    ``fsyncs``: durable flushes, one per commit that changed something on a
+    durable backend (LMDB with ``sync=True``: its data pages, then its meta
+    page; PostgreSQL: the WAL flush of a writing ``COMMIT``); a refused or
+    unchanged operation commits nothing durable. ``counted``: whether the
+    backend counts at all (a backend without counters reports zeros and
+    ``False``). Monotonic; read them before and after, and subtract.
+    """
+
+    writes: int = 0
+    commits: int = 0
+    fsyncs: int = 0
+    counted: bool = True
+
+    def __sub__(self, other: StoreCounters) -> StoreCounters:
+        return StoreCounters(
+            writes=self.writes - other.writes,
+            commits=self.commits - other.commits,
+            fsyncs=self.fsyncs - other.fsyncs,
+            counted=self.counted and other.counted,
+        )
 
 
 class Txn(Protocol):

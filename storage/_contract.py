@@ -21,10 +21,13 @@ import abc
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from statemachines import RunStatus, SessionStatus
+import msgspec
 
+from statemachines import ExecutionStatus, RunStatus, SessionStatus
+
+from ._backend import StoreCounters
 from ._clock import Clock
-from ._errors import Failed
+from ._errors import Delivered, Failed
 from ._events import EventListener, StoreEvent
 from ._records import (
     AcquireContinuation,
@@ -290,6 +293,65 @@ class SessionStore(abc.ABC):
         :class:`DeliveryClaimed` / :class:`Delivered`. A claim linked to a
         consumer run is refused with :class:`Conflict`: that run's completion is
         its acknowledgement."""
+
+    def claim_and_acknowledge(self, attempt_id: str, claim: DeliveryClaim) -> AttemptRecord:
+        """Claim a terminal result and acknowledge it at once, for a consumer without a
+        durable run that has the result in hand already (``claim`` names no
+        consumer run): :meth:`claim_delivery` then :meth:`acknowledge_delivery`,
+        with their refusals, and the same record as the two would leave
+        (``delivered_claim_id = claim.claim_id``). A repeat with the same claim id
+        after it applied is Ok.
+
+        This default makes the two calls (two transactions). A store may do both
+        in one (``KernelStore`` does: one durable commit instead of two), since no
+        other consumer can tell the difference: between the two nothing but this
+        consumer could have taken the result.
+        """
+        try:
+            self.claim_delivery(attempt_id, claim)
+        except Delivered:
+            if self.load_attempt(attempt_id).delivered_claim_id != claim.claim_id:
+                raise
+        return self.acknowledge_delivery(attempt_id, claim.claim_id)
+
+    def advance_attempt(
+        self,
+        record: AttemptRecord,
+        *,
+        via: tuple[ExecutionStatus, ...] = (),
+        lease_expires_at: float | None = None,
+    ) -> AttemptRecord:
+        """Persist the execution progress an owner made (``record``'s
+        ``execution_status`` and ``child_run_id``, reached from the stored status
+        through ``via``) and, with ``lease_expires_at``, renew its lease: the
+        progress of a heartbeat tick (see ``docs/durability.md``).
+
+        The rules of :meth:`update_attempt_execution` for every step (each checked
+        against ``EXECUTION``, nothing but the status and ``child_run_id`` may
+        change) and of :meth:`heartbeat_attempt` for the renewal. This default
+        makes one :meth:`update_attempt_execution` per status, then the heartbeat;
+        a store may do it all in one transaction (``KernelStore`` does).
+        """
+        stored = record
+        for step in (*via, record.execution_status):
+            stored = self.update_attempt_execution(
+                msgspec.structs.replace(record, execution_status=step)
+            )
+        if lease_expires_at is not None:
+            lease = record.owner_lease
+            stored = self.heartbeat_attempt(
+                record.attempt_id,
+                lease.host_instance_id,
+                lease.fencing_generation,
+                lease_expires_at,
+            )
+        return stored
+
+    def counters(self) -> StoreCounters:
+        """What the store's backend did so far (writes, commits, fsyncs): see
+        :class:`~storage.StoreCounters`. This default counts nothing
+        (``counted=False``)."""
+        return StoreCounters(counted=False)
 
     @abc.abstractmethod
     def release_delivery(

@@ -124,7 +124,7 @@ from statemachines import (
 
 from . import _codec as codec
 from . import _events as evlog
-from ._backend import Backend, Txn
+from ._backend import Backend, StoreCounters, Txn
 from ._clock import AnchoredClock, Clock, IdSource, RandomIds
 from ._continuation import continuation_cause, continuation_input, retained_view
 from ._contract import SessionStore
@@ -227,6 +227,40 @@ def _check(machine: MachineSpec, source: str, dest: str, **fields: Any) -> None:
             dest=str(dest),
             **fields,
         )
+
+
+def _walk(stored: AttemptRecord, via: tuple[ExecutionStatus, ...]) -> str:
+    """Where ``via`` leads from ``stored``'s execution status, each step checked
+    against :data:`EXECUTION` (:class:`IllegalTransition` otherwise): the
+    intermediate statuses a commit persists in the same transaction as its last.
+    A stored status on the path (the owner persisted part of it already, with a
+    lease renewal) is where the walk starts."""
+    status = str(stored.execution_status)
+    if status in via:
+        via = via[len(via) - via[::-1].index(ExecutionStatus(status)) :]
+    for step in via:
+        _check(EXECUTION, status, step, attempt_id=stored.attempt_id)
+        status = str(step)
+    return status
+
+
+def _check_progress(stored: AttemptRecord, record: AttemptRecord) -> None:
+    """:class:`InvalidRecord` unless ``record`` is ``stored`` with a non-terminal
+    execution status and, where none is set yet, a child run id."""
+    aid = stored.attempt_id
+    if record.execution_status in _TERMINAL_EXEC:
+        raise InvalidRecord("terminal outcomes go through commit_terminal", attempt_id=aid)
+    if record.child_run_id != stored.child_run_id and stored.child_run_id is not None:
+        raise InvalidRecord("child_run_id is already set", attempt_id=aid)
+    same = _replace(
+        record,
+        execution_status=stored.execution_status,
+        child_run_id=stored.child_run_id,
+        updated_at=stored.updated_at,
+        owner_lease=stored.owner_lease,
+    )
+    if same != stored:
+        raise InvalidRecord("only execution_status and child_run_id may change", attempt_id=aid)
 
 
 MAX_ID_BYTES = 128
@@ -1160,6 +1194,52 @@ class KernelStore(SessionStore):
 
         return self.backend.write(fn)
 
+    def advance_attempt(
+        self,
+        record: AttemptRecord,
+        *,
+        via: tuple[ExecutionStatus, ...] = (),
+        lease_expires_at: float | None = None,
+    ) -> AttemptRecord:
+        """The progress of a heartbeat tick and the lease renewal in one transaction:
+        every step checked as :meth:`update_attempt_execution` checks one, the
+        renewal as :meth:`heartbeat_attempt` checks it; one durable commit."""
+        record = codec.ATTEMPT.normalize(record, what="AttemptRecord")
+        expiry = None if lease_expires_at is None else _time("lease_expires_at", lease_expires_at)
+
+        def fn(txn: Txn) -> AttemptRecord:
+            now = self.clock.now()
+            stored = self._attempt(txn, record.attempt_id)
+            writer = record.owner_lease
+            self._require_owner(stored, writer.host_instance_id, writer.fencing_generation, now)
+            if stored.execution_status in _TERMINAL_EXEC:
+                raise Conflict("attempt is terminal", attempt_id=stored.attempt_id)
+            self._require_not_fenced(txn, stored)
+            _check_progress(stored, record)
+            reached = _walk(stored, via)
+            if record.execution_status != reached:
+                _check(EXECUTION, reached, record.execution_status, attempt_id=stored.attempt_id)
+            lease = stored.owner_lease
+            if expiry is not None:
+                if expiry <= now:
+                    raise Conflict(
+                        "new lease expiry is not in the future",
+                        attempt_id=stored.attempt_id,
+                        now=now,
+                    )
+                lease = _replace(lease, heartbeat_at=now, lease_expires_at=expiry)
+            new = _replace(
+                stored,
+                execution_status=record.execution_status,
+                child_run_id=record.child_run_id,
+                owner_lease=lease,
+                updated_at=now,
+            )
+            self._put_attempt(txn, new)
+            return new
+
+        return self.backend.write(fn)
+
     def heartbeat_attempt(
         self,
         attempt_id: str,
@@ -1270,7 +1350,7 @@ class KernelStore(SessionStore):
             self._require_not_fenced(txn, stored)
             _check(
                 EXECUTION,
-                stored.execution_status,
+                _walk(stored, commit.via),
                 record.execution_status,
                 attempt_id=stored.attempt_id,
             )
@@ -1520,6 +1600,62 @@ class KernelStore(SessionStore):
             return self._deliver(txn, record, claim_id, now)
 
         return self.backend.write(fn)
+
+    def claim_and_acknowledge(self, attempt_id: str, claim: DeliveryClaim) -> AttemptRecord:
+        """:meth:`claim_delivery` and :meth:`acknowledge_delivery` in one transaction
+        (the ``deliver`` edge of ``DELIVERY``, or ``claim`` then ``acknowledge`` past
+        an expired claim that was released): one durable commit."""
+        claim = codec.DELIVERY_CLAIM.normalize(claim, what="DeliveryClaim")
+        _check_id("claim_id", claim.claim_id)
+        _time("claim deadline", claim.deadline)
+        if claim.continuation_run_id is not None:
+            raise Conflict(
+                "a run-linked claim is acknowledged by its run completing",
+                attempt_id=attempt_id,
+                run_id=claim.continuation_run_id,
+            )
+
+        def fn(txn: Txn) -> tuple[AttemptRecord, StoreError | None]:
+            now = self.clock.now()
+            record = self._attempt(txn, attempt_id)
+            done = record.delivery_status == DeliveryStatus.DELIVERED
+            if done and record.delivered_claim_id == claim.claim_id:
+                return record, None  # an exact repeat of an applied delivery
+            if record.execution_status not in _TERMINAL_EXEC:
+                raise Conflict("attempt is not terminal", attempt_id=attempt_id)
+            if done:
+                raise Delivered(
+                    "result already delivered",
+                    attempt_id=attempt_id,
+                    delivered_claim_id=record.delivered_claim_id,
+                )
+            if now >= claim.deadline:
+                raise Conflict("claim deadline is not in the future", attempt_id=attempt_id)
+            held = record.delivery_claim
+            if record.delivery_status == DeliveryStatus.CLAIMED and held is not None:
+                fate, record = (
+                    ("keep", record)
+                    if now < held.deadline
+                    else self._settle_expired_claim(txn, record, now)
+                )
+                if fate == "keep":
+                    raise DeliveryClaimed(
+                        "another consumer holds a live claim",
+                        attempt_id=attempt_id,
+                        claim_id=held.claim_id,
+                    )
+                if fate == "acknowledged":
+                    return record, Delivered(
+                        "the previous consumer completed; result delivered",
+                        attempt_id=attempt_id,
+                        delivered_claim_id=held.claim_id,
+                    )
+            return self._deliver(txn, record, claim.claim_id, now), None
+
+        record, error = self.backend.write(fn)
+        if error is not None:
+            raise error
+        return record
 
     def release_delivery(
         self, attempt_id: str, claim_id: str, release: DeliveryRelease
@@ -1948,6 +2084,16 @@ class KernelStore(SessionStore):
     def drain(self) -> None:
         """Delegate to the backend: return once every accepted write committed or failed."""
         self.backend.drain()
+
+    def counters(self) -> StoreCounters:
+        """The backend's own counters (writes, commits, fsyncs; see
+        :class:`~storage.StoreCounters`), or zeros with ``counted=False`` from a
+        backend that keeps none."""
+        counters = getattr(self._raw_backend, "counters", None)
+        if not callable(counters):
+            return StoreCounters(counted=False)
+        counted: StoreCounters = counters()
+        return counted
 
     def close(self) -> None:
         """Close the backend. Idempotent; later operations raise :class:`Failed`."""

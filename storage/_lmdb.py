@@ -66,7 +66,7 @@ from typing import Any, Generic, TypeVar, cast
 
 import lmdb
 
-from ._backend import Txn
+from ._backend import StoreCounters, Txn
 from ._clock import Clock, IdSource
 from ._errors import CorruptRecord, Failed, RetryableStorage, StorageFull, StoreError, StoreRefused
 from ._identity import FIX_MOVE_ASIDE, StoreIdentity, read_marker, write_marker
@@ -181,13 +181,14 @@ class _LmdbTxn:
     function swallowed the error.
     """
 
-    __slots__ = ("_dbs", "_path", "_txn", "failure")
+    __slots__ = ("_dbs", "_path", "_txn", "failure", "wrote")
 
     def __init__(self, txn: lmdb.Transaction[bytes], dbs: dict[str, Any], path: str) -> None:
         self._txn = txn
         self._dbs = dbs
         self._path = path
         self.failure: BaseException | None = None
+        self.wrote = False  # a put or delete was asked for: committing it syncs
 
     def _db(self, table: str) -> Any:
         try:
@@ -211,6 +212,7 @@ class _LmdbTxn:
 
     def put(self, table: str, key: bytes, value: bytes) -> None:
         db = self._db(table)
+        self.wrote = True
         try:
             self._txn.put(key, value, db=db)
         except lmdb.Error as exc:
@@ -218,6 +220,7 @@ class _LmdbTxn:
 
     def delete(self, table: str, key: bytes) -> bool:
         db = self._db(table)
+        self.wrote = True
         try:
             return self._txn.delete(key, db=db)
         except lmdb.Error as exc:
@@ -307,11 +310,12 @@ class _Gate:
 class _Pending(Generic[T]):
     """One queued write: the function, the caller's tables, its outcome."""
 
-    __slots__ = ("dbs", "done", "error", "fn", "promoted", "value")
+    __slots__ = ("dbs", "done", "error", "fn", "promoted", "value", "wrote")
 
     def __init__(self, fn: Callable[[Txn], T], dbs: dict[str, Any]) -> None:
         self.fn = fn
         self.dbs = dbs
+        self.wrote = False
         self.done = threading.Event()
         self.promoted = False
         self.value: T | None = None
@@ -384,6 +388,17 @@ class _Env:
         # How many writes the last commit held: > 1 means writers are concurrent.
         self.last_batch = 1
         self.queue: collections.deque[_Pending[Any]] = collections.deque()
+        # The store's own counters (see StoreCounters): ``writes`` under ``mu``,
+        # the others by the writer (one at a time).
+        self.writes = 0
+        self.commits = 0
+        self.fsyncs = 0
+
+    def _committed(self, wrote: bool) -> None:
+        """Count one top-level commit that returned (LMDB syncs only a changed one)."""
+        self.commits += 1
+        if wrote and self.sync:
+            self.fsyncs += 1
 
     # -- tables ---------------------------------------------------------------------------
 
@@ -404,6 +419,9 @@ class _Env:
                         txn.abort()
                         raise
                     txn.commit()
+                    with self.mu:
+                        self.writes += 1  # opening tables is a write of its own
+                    self._committed(True)
                 finally:
                     self.gate.leave()
                 self.dbs.update(opened)
@@ -446,6 +464,7 @@ class _Env:
         with self.mu:
             if self.dead:
                 raise Failed("LMDB environment is closed", path=self.path)
+            self.writes += 1
             if self.busy:
                 pending = _Pending(fn, dbs)
                 self.queue.append(pending)
@@ -595,6 +614,7 @@ class _Env:
                             if not self._full(exc):
                                 raise full from exc
                         else:
+                            self._committed(wrapped.wrote)
                             return value
             except _Retry:
                 full = None
@@ -622,12 +642,14 @@ class _Env:
             try:
                 txn = self._begin_write()
                 try:
+                    wrote = False
                     for pending in batch:
                         ok, result, full = self._run_child(txn, pending)
                         if full:
                             one_by_one = True
                             break
                         outcomes.append((ok, result))
+                        wrote = wrote or (ok and pending.wrote)
                 except BaseException:
                     txn.abort()
                     raise
@@ -642,6 +664,8 @@ class _Env:
                         else:
                             error = _map_error(exc, op="commit", path=self.path)
                             outcomes = [(False, error) if ok else (ok, r) for ok, r in outcomes]
+                    else:
+                        self._committed(wrote)
             except _Retry:
                 resized = True
             finally:
@@ -676,6 +700,7 @@ class _Env:
         _tls.inside = True
         try:
             value = pending.fn(wrapped)
+            pending.wrote = wrapped.wrote
         except (KeyboardInterrupt, SystemExit):
             # This thread is being stopped: the whole batch is abandoned.
             raise
@@ -1001,6 +1026,13 @@ class LmdbBackend:
     def drain(self) -> None:
         """Return once every write accepted so far on this path is committed or failed."""
         self._live().drain()
+
+    def counters(self) -> StoreCounters:
+        """The environment's counters (every backend on this path in this process
+        shares them): write calls, real commits, and synced commits that changed
+        something (``fsyncs``; each flushes the data pages, then the meta page)."""
+        entry = self._live()
+        return StoreCounters(writes=entry.writes, commits=entry.commits, fsyncs=entry.fsyncs)
 
     def close(self) -> None:
         """Release this backend's share of the environment. Idempotent.

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
-from ._backend import Txn
+from ._backend import StoreCounters, Txn
 from ._clock import Clock, IdSource
 from ._errors import Failed
 from ._kernel import KernelStore
@@ -141,6 +141,8 @@ class MemoryBackend:
         self._data = {name: _Table() for name in self.tables}
         self._lock = threading.Lock()
         self._closed = False
+        self._writes = 0
+        self._commits = 0
 
     def _open(self) -> None:
         if self._closed:
@@ -154,12 +156,20 @@ class MemoryBackend:
     def write(self, fn: Callable[[Txn], T]) -> T:
         with self._lock:
             self._open()
+            self._writes += 1
             txn = _MemoryTxn(self._data, writable=True)
             try:
-                return fn(txn)
+                value = fn(txn)
             except BaseException:
                 txn.rollback()
                 raise
+            self._commits += 1
+            return value
+
+    def counters(self) -> StoreCounters:
+        """Write calls and the ones that returned (committed); never an fsync."""
+        with self._lock:
+            return StoreCounters(writes=self._writes, commits=self._commits, fsyncs=0)
 
     def drain(self) -> None:
         """A no-op: every write already completed synchronously."""

@@ -96,7 +96,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._backend import Txn
+from ._backend import StoreCounters, Txn
 from ._clock import Clock, IdSource
 from ._errors import Failed, RetryableStorage, StorageFull, StoreError
 from ._kernel import KernelStore
@@ -561,7 +561,16 @@ class _PgTxn:
     caller's function swallowed the mapped error.
     """
 
-    __slots__ = ("_conn", "_now", "_pgconn", "_prepared", "_sql", "failure", "writable")
+    __slots__ = (
+        "_conn",
+        "_now",
+        "_pgconn",
+        "_prepared",
+        "_sql",
+        "failure",
+        "writable",
+        "wrote",
+    )
 
     def __init__(
         self,
@@ -581,6 +590,7 @@ class _PgTxn:
         self.writable = writable
         self.failure: BaseException | None = None
         self._now: float | None = None
+        self.wrote = False  # a put or delete ran: its COMMIT flushes the WAL
 
     @property
     def backend_pid(self) -> int:
@@ -635,6 +645,7 @@ class _PgTxn:
     def _writable(self, table: str, key: bytes) -> None:
         if not self.writable:
             raise Failed("write in a read transaction", table=table, key=key)
+        self.wrote = True
 
     def get(self, table: str, key: bytes) -> bytes | None:
         sql = self._table(table)
@@ -765,6 +776,7 @@ class PostgresBackend:
         self._jitter = random.Random()
         self.retries = 0
         """Transactions run again after a serialization failure or lost connection."""
+        self._counts = [0, 0, 0]  # writes, commits, fsyncs (StoreCounters), under _cond
         self._pool: psycopg_pool.ConnectionPool[Any] = pool_mod.ConnectionPool(
             dsn,
             min_size=1,
@@ -857,7 +869,23 @@ class PostgresBackend:
 
     def write(self, fn: Callable[[Txn], T]) -> T:
         """Run ``fn`` in one SERIALIZABLE transaction, retried on serialization failures."""
+        self._count(0, 0, writes=1)
         return self._run(fn, writable=True)
+
+    def _count(self, commits: int, fsyncs: int, *, writes: int = 0) -> None:
+        with self._cond:
+            counts = self._counts
+            counts[0] += writes
+            counts[1] += commits
+            counts[2] += fsyncs
+
+    def counters(self) -> StoreCounters:
+        """Write calls, committed write transactions and those that wrote
+        (``fsyncs``: a writing ``COMMIT`` flushes the WAL under the default
+        ``synchronous_commit = on``; a refusal commits nothing)."""
+        with self._cond:
+            writes, commits, fsyncs = self._counts
+        return StoreCounters(writes=writes, commits=commits, fsyncs=fsyncs)
 
     def _run(self, fn: Callable[[Txn], T], *, writable: bool) -> T:
         op = "write" if writable else "read"
@@ -957,6 +985,8 @@ class PostgresBackend:
                 raise _Abort(txn.failure)
             # A read-only snapshot has nothing to commit: a failure here changes nothing.
             self._commit(conn, "COMMIT", in_doubt=writable)
+            if writable:
+                self._count(1, 1 if txn.wrote else 0)
             return result
         finally:
             self._release(conn)

@@ -140,11 +140,23 @@ class TerminalCommit(msgspec.Struct, frozen=True, kw_only=True):
     """A terminal record plus its optional artifact, committed atomically.
 
     ``artifact_limits`` is required whenever ``artifact`` is given.
+
+    ``via``: the execution statuses the attempt passed through, in order, after
+    the stored one and before the terminal one, committed in this same
+    transaction instead of one commit each (see ``docs/durability.md``). The
+    store checks every step (stored -> ``via[0]`` -> ... -> terminal) against
+    :data:`~statemachines.EXECUTION`, as it checks a single move; a stored
+    status that lies on the path (the owner persisted part of it already, with
+    a lease renewal) is where the check starts. ``()``: the terminal status
+    follows the stored one directly. Not part of the terminal
+    fingerprint: an exact replay of a committed terminal is recognized whatever
+    path led to it.
     """
 
     record: AttemptRecord
     artifact: Artifact | None = None
     artifact_limits: ArtifactLimits | None = None
+    via: tuple[ExecutionStatus, ...] = ()
 
 
 class Retryable(msgspec.Struct, frozen=True, kw_only=True, tag="retryable"):

@@ -174,6 +174,7 @@ PUBLIC: dict[str, list[str]] = {
         "SkewedClock",
         "StaleFence",
         "StorageFull",
+        "StoreCounters",
         "StoreError",
         "StoreEvent",
         "StoreIdentity",

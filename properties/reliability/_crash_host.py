@@ -20,7 +20,8 @@ kill). A send happens before the step it reports, so the parent knows about a
 step even when the kill lands right after it.
 
 With ``args.refusals`` the life also reports the owner's fenced writes
-(``heartbeat_attempt``, ``update_attempt_execution``, ``commit_terminal``):
+(``heartbeat_attempt``, ``advance_attempt``: a renewal carrying progress,
+``update_attempt_execution``, ``commit_terminal``):
 ``wrote`` when one commits, ``refused`` (with the error's type and the
 ``time.monotonic()`` of the refusal) when the store turns it down, so a parent
 can count the late writes of an owner it paused.
@@ -224,7 +225,12 @@ def _consumer_points(store: Any, wire: _Wire, point: str) -> Callable[..., Any]:
     return frozen_planner
 
 
-FENCED_WRITES = ("heartbeat_attempt", "update_attempt_execution", "commit_terminal")
+FENCED_WRITES = (
+    "heartbeat_attempt",
+    "advance_attempt",
+    "update_attempt_execution",
+    "commit_terminal",
+)
 """The owner's lease-fenced writes a life reports with ``args.refusals``."""
 
 

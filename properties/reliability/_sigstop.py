@@ -228,7 +228,9 @@ def _on(one: _Round, message: dict[str, Any]) -> None:
     elif ev == "committed" and message.get("m") == "accept_attempt":
         one.attempt = one.attempt or str(message["id"])
     elif ev == "wrote" and message.get("id") == one.attempt:
-        if message.get("m") == "update_attempt_execution" and message.get("status") == "running":
+        # ``running`` rides the next lease renewal (docs/durability.md).
+        progress = ("advance_attempt", "update_attempt_execution")
+        if message.get("m") in progress and message.get("status") == "running":
             one.running = True
     elif (
         ev == "refused"

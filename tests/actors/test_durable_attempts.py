@@ -29,10 +29,13 @@ async def reporting_runner(request: ChildRequest, control: ChildControl) -> Chil
     return ChildOutcome.completed(f"out:{request.prompt}")
 
 
-def test_every_step_is_committed_to_the_store_under_the_owner_lease(
+def test_an_attempt_commits_acceptance_and_terminal_its_steps_riding_the_terminal_commit(
     faulty: FaultyStore, make_supervisor: SupervisorFactory
 ) -> None:
-    supervisor = make_supervisor(runner=reporting_runner, store=faulty)
+    # No heartbeat tick falls inside the attempt: what the child reached (starting,
+    # its run id, running, waiting, running) is persisted by the terminal commit.
+    slow_beat = SupervisorLimits(heartbeat_interval=5.0, retry_interval=0.002)
+    supervisor = make_supervisor(runner=reporting_runner, store=faulty, limits=slow_beat)
     attempt = supervisor.delegate_sync("research", "p").attempt_id
     assert wait_terminal(supervisor, attempt) == "terminal"
     record = faulty.load_attempt(attempt)
@@ -40,10 +43,44 @@ def test_every_step_is_committed_to_the_store_under_the_owner_lease(
     assert record.owner_lease.host_instance_id == "host-a"
     assert record.child_run_id == "run-p"
     assert record.terminal_fingerprint is not None
-    # starting, child_run_id, running, waiting, running
-    assert faulty.calls["update_attempt_execution"] >= 4
+    assert faulty.calls["update_attempt_execution"] == 0
+    assert faulty.calls["heartbeat_attempt"] == 0
     assert faulty.calls["accept_attempt"] == 1
     assert faulty.calls["commit_terminal"] == 1
+
+
+def test_progress_is_persisted_at_the_next_heartbeat_tick(
+    faulty: FaultyStore, make_supervisor: SupervisorFactory
+) -> None:
+    gate = Gate()
+
+    async def run(request: ChildRequest, control: ChildControl) -> ChildOutcome:
+        control.report_child_run_id("run-held")
+        control.report_progress("running")
+        await gate.wait()
+        return ChildOutcome.completed("ok")
+
+    persisted = threading.Event()
+    original = faulty._invoke
+
+    def spy(op: str, *args: object, **kwargs: object) -> object:
+        result = original(op, *args, **kwargs)
+        if op == "update_attempt_execution" and getattr(result, "execution_status", "") == (
+            "running"
+        ):
+            persisted.set()
+        return result
+
+    faulty._invoke = spy  # type: ignore[method-assign]
+    supervisor = make_supervisor(runner=run, store=faulty)
+    attempt = supervisor.delegate_sync("research", "p").attempt_id
+    assert persisted.wait(10)
+    record = faulty.load_attempt(attempt)
+    assert (record.execution_status, record.child_run_id) == ("running", "run-held")
+    # accepted -> starting -> running: one write per edge, each checked by the store.
+    assert faulty.calls["update_attempt_execution"] == 2
+    gate.open()
+    assert supervisor.wait_sync(attempt, 10).status == "completed"
 
 
 def test_heartbeats_extend_the_lease_while_the_child_runs(
@@ -165,7 +202,7 @@ def test_a_confirmed_owner_loss_abandons_local_state_without_a_callback(
     assert wait_terminal(supervisor, attempt) == "lost"
     assert cancelled.wait(10)
     waited = supervisor.wait_sync(attempt, 0)
-    assert waited.owned_elsewhere and waited.status in ("starting", "running")
+    assert waited.owned_elsewhere and waited.status in ("accepted", "starting", "running")
     assert supervisor.info_sync().active == []
     with pytest.raises(BackgroundSubagentError.ActiveConversation):
         supervisor.delegate_sync("research", "again", agent_id=record_agent(faulty, attempt))
@@ -198,12 +235,21 @@ def test_a_slow_heartbeat_never_starves_completion(
     stuck.release.set()
 
 
-def test_transient_start_failures_keep_ownership_and_the_attempt_completes(
+def test_transient_progress_failures_keep_ownership_and_the_attempt_completes(
     faulty: FaultyStore, make_supervisor: SupervisorFactory
 ) -> None:
+    gate = Gate()
+
+    async def run(request: ChildRequest, control: ChildControl) -> ChildOutcome:
+        control.report_progress("running")
+        await gate.wait()
+        return ChildOutcome.completed("ok")
+
     faulty.plan("update_attempt_execution", Fault(4))
-    supervisor = make_supervisor(runner=reporting_runner, store=faulty)
+    supervisor = make_supervisor(runner=run, store=faulty)
     attempt = supervisor.delegate_sync("research", "p").attempt_id
+    assert faulty.when_failed("update_attempt_execution", 4).wait(10)
+    gate.open()
     assert supervisor.wait_sync(attempt, 10).status == "completed"
     assert faulty.failures["update_attempt_execution"] == 4
 

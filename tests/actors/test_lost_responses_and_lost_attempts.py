@@ -1,4 +1,4 @@
-"""Lost store responses (of the starting transition, of a claim, of an acknowledgement)
+"""Lost store responses (of a progress write, of a claim, of an acknowledgement)
 and lost attempts: the attempt still launches, the wait still delivers, a reconciled
 attempt counts toward the undelivered limit. (The supervisor machine in
 ``properties/_supervisor.py`` found each of these.)"""
@@ -22,14 +22,25 @@ async def done(request: ChildRequest, control: ChildControl) -> ChildOutcome:
     return ChildOutcome.completed(f"out:{request.prompt}")
 
 
-def test_a_lost_response_of_the_starting_transition_still_launches_the_child(
+def test_a_lost_response_of_a_progress_write_is_recovered_and_the_attempt_completes(
     faulty: FaultyStore, make_supervisor: SupervisorFactory
 ) -> None:
-    # The write applies, then an untyped failure: the actor confirms ownership with a
-    # fresh load and adopts the stored ``starting``; the child must still be launched.
-    faulty.plan("update_attempt_execution", Fault(1, error=lambda: Failed("gone"), mode="lost"))
-    supervisor = make_supervisor(runner=done, store=faulty)
+    # The child runs until the first heartbeat tick persisted what it reached; that
+    # write applies, then an untyped failure: the actor confirms ownership with a
+    # fresh load, adopts the stored status and carries on.
+    gate = Gate()
+
+    async def held(request: ChildRequest, control: ChildControl) -> ChildOutcome:
+        control.report_progress("running")
+        await gate.wait()
+        return ChildOutcome.completed(f"out:{request.prompt}")
+
+    lost = Fault(1, error=lambda: Failed("gone"), mode="lost")
+    faulty.plan("update_attempt_execution", lost)
+    supervisor = make_supervisor(runner=held, store=faulty)
     attempt = supervisor.delegate_sync("research", "p").attempt_id
+    assert faulty.when_failed("update_attempt_execution", 1).wait(10)
+    gate.open()
     result = supervisor.wait_sync(attempt, 10)
     assert (result.status, result.result) == ("completed", "out:p")
     assert faulty.failures["update_attempt_execution"] == 1

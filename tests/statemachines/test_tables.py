@@ -250,3 +250,29 @@ def test_every_dimension_move_follows_a_phase_transition_or_keeps_the_phase() ->
             seen.add((p0.value, p1.value))
     # And every phase transition of the card is realised by some dimension move.
     assert seen == PHASE_EDGES
+
+
+@pytest.mark.parametrize(
+    ("source", "dest", "between"),
+    [
+        ("accepted", "completed", ("starting", "running")),
+        ("accepted", "running", ("starting",)),
+        ("accepted", "waiting", ("starting", "running")),
+        ("starting", "completed", ("running",)),
+        ("accepted", "failed", ()),
+        ("waiting", "running", ()),
+        ("running", "running", ()),
+    ],
+)
+def test_path_is_a_shortest_walk_along_the_table(
+    source: str, dest: str, between: tuple[str, ...]
+) -> None:
+    assert EXECUTION.path(source, dest) == between
+    walk = (source, *between, dest)
+    assert all(EXECUTION.allows(a, b) for a, b in itertools.pairwise(walk) if a != b)
+
+
+@pytest.mark.parametrize(("source", "dest"), [("completed", "running"), ("running", "accepted")])
+def test_path_to_an_unreachable_state_is_invalid(source: str, dest: str) -> None:
+    with pytest.raises(InvalidTransition):
+        EXECUTION.path(source, dest)
