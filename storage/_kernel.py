@@ -1236,6 +1236,9 @@ class KernelStore(SessionStore):
                 updated_at=now,
             )
             self._put_attempt(txn, new)
+            path = (*via, new.execution_status)
+            if stored.execution_status in _BEFORE_RUNNING and ExecutionStatus.RUNNING in path:
+                self._emit_started(txn, new, now)
             return new
 
         return self.backend.write(fn)

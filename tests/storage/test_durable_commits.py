@@ -226,3 +226,18 @@ def test_advance_attempt_is_fenced_like_a_heartbeat(
     with pytest.raises(StaleFence):
         store.advance_attempt(moved(accepted, S.STARTING, clock), lease_expires_at=clock.now() + 30)
     assert store.load_attempt("subattempt_1") == accepted
+
+
+def test_progress_carried_by_a_renewal_commits_attempt_started_once(
+    store: SessionStore, clock: ManualClock
+) -> None:
+    _accepted(store, clock)
+    accepted = store.load_attempt("subattempt_1")
+    clock.advance(5)
+    expiry = clock.now() + 30
+    progressed = moved(accepted, S.RUNNING, clock, child_run_id="child-1")
+    advanced = store.advance_attempt(progressed, via=(S.STARTING,), lease_expires_at=expiry)
+    store.advance_attempt(moved(advanced, S.WAITING, clock), lease_expires_at=expiry + 1)
+    session = accepted.parent_session_id
+    started = [e for e in store.replay_events(session) if e.kind == "attempt.started"]
+    assert [(e.data["attempt_id"], e.at) for e in started] == [("subattempt_1", clock.now())]
