@@ -80,7 +80,7 @@ class FaultyStore(StoreProxy):
 
     def plan(self, op: str, fault: Fault) -> Fault:
         """Queue ``fault`` for the next calls of ``op`` (after the faults already planned)."""
-        if op not in SessionStore.__abstractmethods__:
+        if op not in OPS:
             raise ValueError(f"{op!r} is not a SessionStore operation")
         if fault.mode == "slow" and self.slow_clock is None:
             raise ValueError("slow faults need a FaultyStore built with clock=")
@@ -170,5 +170,12 @@ def _delegating(op: str) -> Callable[..., Any]:
     return method
 
 
-for _op in sorted(SessionStore.__abstractmethods__):
+COMPOSITE_OPS = ("advance_attempt", "claim_and_acknowledge")
+"""Operations with a contract default made of other operations, which a real store does
+in one transaction: the wrapper forwards each as one faultable call to the inner store
+(whose default, or own transaction, then runs), as a store under test sees them."""
+OPS = frozenset(SessionStore.__abstractmethods__) | frozenset(COMPOSITE_OPS)
+"""The operations a fault may be planned for."""
+
+for _op in sorted(OPS):
     setattr(FaultyStore, _op, _delegating(_op))

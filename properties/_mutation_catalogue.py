@@ -730,13 +730,20 @@ ATTEMPT_MUTANTS: tuple[Mutant, ...] = (
         '                error=f"Background subagent raised',
         "a child that raised is recorded as completed (wrong status)",
     ),
-    _a(
+    Mutant(
         "A09-cancel-inverted-child-check",
+        ATTEMPT,
         "            if not self._child_running:\n"
         "                # No worker: nothing to wait for, terminalize now.",
         "            if self._child_running:\n"
         "                # No worker: nothing to wait for, terminalize now.",
         "cancel terminalizes a running child at once and waits for an idle one (inverted)",
+        ("supervisor",),
+        equivalent=(
+            "unreachable from a parent since the fsync budget: the child launches on Start, "
+            "which the supervisor tells before the delegate's reply, so every parent cancel "
+            "finds the child launched (or the attempt decided or ended)"
+        ),
     ),
     _a(
         "A10-cancel-wrong-category",

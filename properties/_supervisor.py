@@ -107,9 +107,11 @@ FAULT_OPS = (
     "accept_attempt",
     "update_attempt_execution",
     "heartbeat_attempt",
+    "advance_attempt",
     "commit_terminal",
     "claim_delivery",
     "acknowledge_delivery",
+    "claim_and_acknowledge",
     "release_delivery",
 )
 FAULT_BUDGET = 6

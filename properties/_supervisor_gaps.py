@@ -210,7 +210,8 @@ class SupervisorGapsMachine(SupervisorMachine):
         self.children: DeafableChildren = DeafableChildren()
         self.deafened = 0
         self.exact_expiries = 0
-        self.early_cancels = 0
+        self.takeovers = 0
+        self.size_turns = 0
         self.stubborn = 0
 
     def note_delivery(self, delivery: Delivery) -> None:
@@ -236,8 +237,12 @@ class SupervisorGapsMachine(SupervisorMachine):
             )
 
     @precondition(lambda self: not self.closed and self.by_state("active") and self.big_outputs < 2)
-    @rule(index=st.integers(0, 7), size=st.sampled_from(ORDER))
-    def child_completes_at_a_size_limit(self, index: int, size: str) -> None:
+    @rule(index=st.integers(0, 7), offset=st.integers(0, len(ORDER) - 1))
+    def child_completes_at_a_size_limit(self, index: int, offset: int) -> None:
+        # The sizes rotate within an example (the drawn offset shifts the rotation), so
+        # a derandomized run that draws the simplest offset still meets several sizes.
+        size = ORDER[(self.size_turns + offset) % len(ORDER)]
+        self.size_turns += 1
         tracked = self.pick(self.by_state("active"), index)
         child = self._started(tracked)
         n = SIZES[size]
@@ -286,10 +291,10 @@ class SupervisorGapsMachine(SupervisorMachine):
         """Transient failures on all but the last of a claim's DELIVERY_RETRIES tries: the
         turn still delivers every pending result."""
         pending = self._pending()
-        if not pending or self.faults_planned("claim_delivery"):
+        if not pending or self.faults_planned("claim_and_acknowledge"):
             return
         self.turn_checks += 1
-        self.faulty.plan("claim_delivery", Fault(DELIVERY_RETRIES - 1))
+        self.faulty.plan("claim_and_acknowledge", Fault(DELIVERY_RETRIES - 1))
         got = self._turn(f"after {DELIVERY_RETRIES - 1} transient claim failures")
         self.faulty.clear()
         if not set(pending) <= got:
@@ -405,13 +410,16 @@ class SupervisorGapsMachine(SupervisorMachine):
         self.note_delivery(_from_wait(result, aid))
 
     @precondition(
-        lambda self: not self.closed and bool(self.by_state("active")) and not self.lapses
+        lambda self: not self.closed and bool(self.by_state("active")) and self.takeovers < 1
     )
     @rule(index=st.integers(0, 7))
     def same_host_takes_over_with_a_new_generation(self, index: int) -> None:
         """Every lease lapses and one attempt is taken over by this host's id with the next
-        generation (a restarted host): the running attempt must see it lost all the same."""
+        generation (a restarted host): the running attempt must see it lost all the same.
+        Once per example, whatever lapsed before (its own counter: the rule stays reached
+        whichever lapse rule the derandomized order tries first)."""
         self.lapses += 1
+        self.takeovers += 1
         self.clock.advance(LEASE_TTL + 1)
         self.drift = 0.0
         active = self.by_state("active")
@@ -556,42 +564,6 @@ class SupervisorGapsMachine(SupervisorMachine):
                 )
             self.tracked[attempt_id].state = "lost"
         self.path("lease", "store time at the expiry instant")
-
-    @precondition(lambda self: not self.closed and self.early_cancels < 1)
-    @rule(reason=st.sampled_from([None, "changed plans"]))
-    def cancel_before_the_child_launched(self, reason: str | None) -> None:
-        """The store refuses every execution write (transiently), so a new attempt cannot
-        persist ``starting`` and its child is not launched; the parent cancels it, then
-        the store takes writes again. An attempt cancelled before its child launched has
-        nothing to wait for: it ends cancelled with the parent's reason, and its child
-        never runs."""
-        self._quiet()
-        op = "update_attempt_execution"
-        refused = self.faulty.when_failed(op, self.faulty.failures[op] + 1)
-        self.faulty.fail_always(op, lambda: RetryableStorage("injected: execution refused"))
-        try:
-            tracked = self._delegate_fresh()
-            if tracked is None:
-                return
-            if not refused.wait(SETTLE):
-                raise self.violation(f"{tracked.attempt_id} never tried to persist starting")
-            result = self.sup.cancel_sync(tracked.attempt_id, reason, None)
-        finally:
-            self.faulty.fail_always(op, None)
-        self.early_cancels += 1
-        if result.status not in ("cancellation_requested", "cancelled"):
-            raise self.violation(f"cancel before the launch answered {result!r}")
-        tracked.cancel_reason = reason or "cancelled by the parent"
-        message = f"Background subagent was cancelled: {tracked.cancel_reason}"
-        tracked.expect = ("cancelled", None, message)
-        self.settle_end(tracked)
-        child = self.children.get(tracked.attempt_id)
-        if child.started.is_set() or child.runs:
-            raise self.violation(
-                f"the child of {tracked.attempt_id} ran though its attempt was cancelled "
-                "before it launched"
-            )
-        self.path("cancel", "before the child launched")
 
     def _child_end_handled(self, child: Child, attempt_id: str) -> None:
         """Return once the attempt actor handled its child's end (or has stopped): the
