@@ -77,9 +77,16 @@ from storage import (
 )
 from storage._faultpoints import fault_point
 
-from ._child import ChildControl, ChildOutcome, ChildProgress, ChildRequest, ChildRunner
+from ._child import (
+    ChildControl,
+    ChildOutcome,
+    ChildProgress,
+    ChildRequest,
+    ChildRunner,
+    SteeringTaken,
+)
 from ._errors import BackgroundSubagentError, LeaseLost
-from ._events import record_steering
+from ._events import record_steering, record_steering_taken
 from ._machines import ATTEMPT, COMMITTING, FINISHED, IDLE, LOST, RUNNING, STOPPING, TERMINAL
 from ._messages import (
     Abort,
@@ -362,6 +369,8 @@ class AttemptActor(PooledActor):
                 self._on_heartbeat_done(message)
             case ChildProgress():
                 self._on_progress(message)
+            case SteeringTaken():
+                record_steering_taken(self.rt.store, self.record, message.steering_ids)
             case ChildFinished():
                 self._on_child_finished(message)
             case Describe():
@@ -465,7 +474,7 @@ class AttemptActor(PooledActor):
         if steering_id is None:
             steering_id = f"steer_{self.rt.ids.uuid4()}"
         limit = self.rt.limits.max_queued_steering
-        if not self.control.push_steering(message.message, limit):
+        if not self.control.push_steering(steering_id, message.message, limit):
             raise_reply(
                 message.reply,
                 BackgroundSubagentError.SteeringQueueFull(

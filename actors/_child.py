@@ -119,6 +119,14 @@ class ChildProgress:
     child_run_id: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class SteeringTaken:
+    """Message from the child to its attempt actor: it drained these steering messages
+    (their ids, in the order they were queued)."""
+
+    steering_ids: tuple[str, ...]
+
+
 class ChildRunner(Protocol):
     """``async runner(request, control) -> ChildOutcome``; runs on the supervisor's loop."""
 
@@ -148,7 +156,7 @@ class ChildControl:
         self._notify = notify
         self._loop = loop
         self._lock = threading.Lock()
-        self._queue: deque[str] = deque()
+        self._queue: deque[tuple[str, str]] = deque()  # (steering_id, message)
         self._cancelled = False
         self._reason: str | None = None
         # Created on the loop thread by the first ``wait_cancelled`` (most children
@@ -159,11 +167,14 @@ class ChildControl:
     # -- used by the child (on the event loop) ----------------------------------------------
 
     def steering(self) -> list[str]:
-        """Drain and return every queued steering message, oldest first."""
+        """Drain and return every queued steering message, oldest first. The attempt
+        records which ones the child took (``attempt.steering_delivered``)."""
         with self._lock:
             items = list(self._queue)
             self._queue.clear()
-        return items
+        if items:
+            self._notify(SteeringTaken(steering_ids=tuple(sid for sid, _ in items)))
+        return [text for _, text in items]
 
     @property
     def cancelled(self) -> bool:
@@ -207,12 +218,12 @@ class ChildControl:
         with self._lock:
             return len(self._queue)
 
-    def push_steering(self, message: str, limit: int) -> bool:
+    def push_steering(self, steering_id: str, message: str, limit: int) -> bool:
         """Queue ``message`` unless ``limit`` messages are already queued."""
         with self._lock:
             if len(self._queue) >= limit:
                 return False
-            self._queue.append(message)
+            self._queue.append((steering_id, message))
             return True
 
     def request_cancel(self, reason: str | None) -> None:

@@ -32,7 +32,8 @@ STEERED = "attempt.steered"
 steering_id, text_preview)."""
 STEERING_DELIVERED = "attempt.steering_delivered"
 """An event saying queued steering reached the child (data: attempt_id and
-``steering_ids`` or ``count``); read when present, not written by every store."""
+``steering_ids``, or a ``count``), appended by the attempt actor when the child drains
+its queue; absent from logs written before it existed."""
 _ACTIVE = {"accepted", "starting", "running", "waiting"}
 ATTEMPT_MACHINES: tuple[MachineSpec, ...] = (PHASE, EXECUTION, DELIVERY, RETENTION)
 

@@ -71,6 +71,49 @@ def test_steering_a_durable_attempt_appends_its_receipt_to_the_parent_session() 
     store.close()
 
 
+def test_steering_the_child_takes_is_recorded_with_the_ids_it_took() -> None:
+    """``attempt.steering_delivered`` names the steering ids a child drained, once each,
+    in the order they were queued (so the console can say a receipt reached the child)."""
+    store = MemorySessionStore(clock=ManualClock())
+    queued, drained = threading.Event(), threading.Event()
+    taken: list[list[str]] = []
+
+    async def run(request: ChildRequest, control: ChildControl) -> ChildOutcome:
+        await asyncio.to_thread(queued.wait, TIMEOUT)
+        taken.append(control.steering())
+        taken.append(control.steering())  # nothing new: no second event
+        drained.set()
+        return ChildOutcome.completed("ok")
+
+    supervisor = BackgroundSubagentSupervisor(
+        runner=run,
+        store=store,
+        owner=OwnerIdentity(host_instance_id="host-a", fencing_generation=1),
+        session_id="s-took",
+        limits=FAST,
+        ids=SeededIds(6),
+    )
+    try:
+        attempt = supervisor.delegate_sync("research", "p", parent_run_id="run-p").attempt_id
+        supervisor.steer_sync(attempt, "first", steering_id="st-a")
+        supervisor.steer_sync(attempt, "second", steering_id="st-b")
+        queued.set()
+        assert drained.wait(TIMEOUT)
+        assert supervisor.wait_sync(attempt, TIMEOUT).status == "completed"
+    finally:
+        supervisor.shutdown_checked_sync(5.0)
+    assert taken == [["first", "second"], []]
+    events = store.replay_events("s-took")
+    took = [e for e in events if e.kind == "attempt.steering_delivered"]
+    assert [(e.run_id, e.data) for e in took] == [
+        ("run-p", {"attempt_id": attempt, "steering_ids": ["st-a", "st-b"]})
+    ]
+    kinds = [e.kind for e in events]
+    assert kinds.index("attempt.steered") < kinds.index("attempt.steering_delivered")
+    assert kinds.index("attempt.steering_delivered") < kinds.index("attempt.terminal")
+    store.close()
+
+
 async def test_a_subscriber_sees_the_attempts_life_live_in_order_on_the_loop() -> None:
     providers = default_model_providers().copy()
     providers.register("planner", lambda name, settings: FunctionModel(scripted_planner()))
