@@ -20,7 +20,7 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -323,6 +323,11 @@ class HostService:
         self._swept_ended = 0  # pools.ended_attempts at the last sweep
         self._swept_runs: frozenset[tuple[str, str]] = frozenset()  # live runs then
         self._watched: set[tuple[str, str]] = set()
+        # Sessions touched (a supervisor handed out, a run ended) since the last sweep and
+        # in the sweep before; sessions with a live attempt at the last sweep.
+        self._touched: set[str] = set()
+        self._touched_before: set[str] = set()
+        self._live_before: set[str] = set()
         self._started_at = time.monotonic()
         self.shutdown_requested = asyncio.Event()
         self.agents = AgentFactory(config, self.providers)
@@ -380,6 +385,7 @@ class HostService:
 
     def supervisor(self, session_id: str) -> BackgroundSubagentSupervisor:
         """The session's supervisor, created on first need and kept for the service lifetime."""
+        self._touched.add(session_id)
         found = self._supervisors.get(session_id)
         if found is not None:
             return found
@@ -444,44 +450,95 @@ class HostService:
         self._tick = asyncio.get_running_loop().create_task(self._tick_loop())
 
     async def _tick_loop(self) -> None:
+        ticks = 0
         while True:
             await asyncio.sleep(self.tick_seconds)
+            ticks += 1
             try:
                 await self.maintain(sweep=self._sweep_due())
+                if ticks % SWEEP_TICKS == 0:
+                    await self.hibernate_idle()
             except Exception:
                 log.exception("maintenance tick failed")
 
-    def _sweep_due(self) -> bool:
-        """Whether this tick sweeps: something happened here since the last sweep, or
-        ``SWEEP_TICKS`` ticks went by (the backstop for what other hosts did)."""
+    async def hibernate_idle(self) -> int:
+        """Stop the actor of every awake supervisor whose session has no live run here
+        and that is idle (:meth:`BackgroundSubagentSupervisor.hibernate`); how many
+        stopped. Each stays the session's supervisor (kept for the service lifetime)
+        and starts a fresh actor at its next call. The maintenance tick calls this
+        every ``SWEEP_TICKS`` ticks; it runs on a worker thread (each answer is one
+        round trip through the actor pool) and stops early once the host closes."""
+        busy = {session_id for session_id, _ in self._runs}
+        awake = [s for k, s in self._supervisors.items() if s.awake and k not in busy]
+        if not awake:
+            return 0
+
+        def stop_idle() -> int:
+            return sum(1 for s in awake if self._accepting and s.hibernate())
+
+        return await asyncio.to_thread(stop_idle)
+
+    def _sweep_due(self) -> bool | None:
+        """This tick's sweep: ``True`` (the whole namespace) once ``SWEEP_TICKS`` ticks
+        went by since the last whole sweep (the backstop for what other hosts did);
+        ``None`` (the sessions active here) when something happened here since the
+        last sweep; else ``False``."""
         self._quiet_ticks += 1
+        if self._quiet_ticks >= SWEEP_TICKS:
+            return True
         return (
-            self._quiet_ticks >= SWEEP_TICKS
-            or self.pools.ended_attempts != self._swept_ended
+            None
+            if self.pools.ended_attempts != self._swept_ended
             or frozenset(self._runs) != self._swept_runs
+            or self._touched
+            else False
         )
 
-    async def maintain(self, *, sweep: bool = True) -> None:
-        """One reconciliation pass: lost runs, lost attempts, then (``sweep``) retention
-        and continuations."""
+    async def maintain(self, *, sweep: bool | None = True) -> None:
+        """One reconciliation pass: lost runs, lost attempts, then the sweep: with
+        ``sweep=True`` retention expiry and the continuations of every pending result
+        of the namespace; with ``None`` only those of the sessions active here (see
+        :meth:`_active_sessions`); with ``False`` none. A reconciliation that changed a
+        record makes it a whole sweep."""
         if self._closed:
             return
         try:
             # First: results claimed by runs whose host is gone go back, unsuppressed.
-            sweep = bool(self.store.reconcile(self.namespace_id)) or sweep
+            if self.store.reconcile(self.namespace_id):
+                sweep = True
             if sweep:
                 self.store.expire_retention(self.namespace_id)
         except StoreError as exc:
             log.warning("store reconciliation failed: %s", exc)
         self._reconcile_runs()
-        if not sweep:
+        if sweep is False:
             return
         # Read before the sweep: whatever ends while it runs makes the next tick sweep.
-        self._quiet_ticks = 0
+        if sweep:
+            self._quiet_ticks = 0
         self._swept_ended = self.pools.ended_attempts
         self._swept_runs = frozenset(self._runs)
+        active = self._active_sessions()  # a whole sweep starts the next generation too
+        sessions = None if sweep else active
         if self._accepting:
-            self._admit_continuations()
+            self._admit_continuations(sessions)
+
+    def _active_sessions(self) -> set[str]:
+        """The sessions a result may have become pending in since the last sweep: those
+        with an attempt live now or at the last sweep, a live run, or a run that ended or
+        a supervisor handed out since the sweep before last. An attempt that ended in
+        any other session was accepted and ended between two sweeps outside any run of
+        this host: the whole sweep finds it within ``SWEEP_TICKS`` ticks."""
+        try:
+            live = {r.parent_session_id for r in self.store.list_active_attempts(self.namespace_id)}
+        except StoreError as exc:
+            log.warning("cannot list live attempts: %s", exc)
+            live = set()
+        touched, self._touched = self._touched, set()
+        sessions = live | self._live_before | touched | self._touched_before
+        sessions.update(session_id for session_id, _ in self._runs)
+        self._live_before, self._touched_before = live, touched
+        return sessions
 
     def _candidate_runs(self) -> list[RunRecord]:
         """Runs to check: every run on a full scan (startup, then every
@@ -576,9 +633,21 @@ class HostService:
         entry = self.config.profiles.get(profile)
         return entry.continuation_profile or profile if entry is not None else profile
 
-    def _admit_continuations(self) -> None:
+    def _pending(self, sessions: Iterable[str] | None) -> list[AttemptRecord]:
+        """The namespace's pending results (``sessions=None``: a scan of every session
+        with a retained result), or only those of ``sessions`` (index reads per session)."""
+        if sessions is None:
+            return self.store.list_pending_attempts(self.namespace_id)
+        found: list[AttemptRecord] = []
+        for session_id in sorted(set(sessions)):
+            found += self.store.list_pending_attempts(self.namespace_id, session_id)
+        return found
+
+    def _admit_continuations(self, sessions: Iterable[str] | None = None) -> None:
+        """Admit a continuation run for every pending result of ``sessions`` (``None``:
+        the whole namespace) whose session has no live run here."""
         try:
-            pending = self.store.list_pending_attempts(self.namespace_id)
+            pending = self._pending(sessions)
         except StoreError as exc:
             log.warning("cannot list pending results: %s", exc)
             return
@@ -1100,8 +1169,10 @@ class HostService:
             if renew is not None:
                 renew.cancel()
             self._runs.pop(key, None)
+            self._touched.add(run.session_id)
         if self._accepting:
-            self._admit_continuations()
+            # Only this session's results waited for this run to end.
+            self._admit_continuations((run.session_id,))
 
     def _waiting_results(self, run: RunRecord) -> str:
         """Claim for explicit run ``run`` every result of its session that waits for a
