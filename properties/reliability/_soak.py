@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import queue
@@ -277,6 +278,14 @@ class Host:
         stdin.flush()
         return self.next_id
 
+    def close(self) -> None:
+        """Release the pipes and the stderr file (once the process exited)."""
+        self.reader.join(10)
+        for stream in (self.proc.stdin, self.proc.stdout, self.stderr):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+
     def initialize(self) -> str:
         """Send ``initialize`` and wait for its answer (the host is serving, its probe
         handler installed); a violation, or ``""``."""
@@ -501,7 +510,7 @@ def _stop(host: Host) -> tuple[int | None, float]:
         host.proc.wait()
         status = None
     shutdown = time.monotonic() - stopping
-    host.stderr.close()
+    host.close()
     return status, shutdown
 
 
