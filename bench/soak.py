@@ -45,7 +45,7 @@ import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from properties.reliability._soak import (  # noqa: E402
+from properties.reliability._soak import (
     RSS_TARGET_KIB,
     SoakReport,
     run_soak,
