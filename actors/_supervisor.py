@@ -714,9 +714,8 @@ class SupervisorActor(PooledActor):
         if len(order) <= limit + max(1, limit // 4):
             return
         delivered = self.delivered_ids
-        drained = self.deliverer.delivered
-        while drained:
-            attempt_id = drained.popleft()
+        drained, self.deliverer.delivered = self.deliverer.delivered, []
+        for attempt_id in drained:
             if attempt_id in self.entries:
                 delivered.add(attempt_id)
         excess = len(order) - limit
@@ -940,6 +939,15 @@ class BackgroundSubagentSupervisor:
         self._started = True
         return self._ref
 
+    def _keep_pending_deltas(self) -> None:
+        """Forget the context deltas of results no longer pending (delivered by another
+        engine, such as a host's continuation admission, which never asks this box)."""
+        try:
+            pending = self.store.list_pending_attempts(self.namespace_id, self.session_id)
+        except StoreError:
+            return  # keep them all; the next hibernation tries again
+        self.deltas.keep_only({record.attempt_id for record in pending})
+
     @property
     def awake(self) -> bool:
         """Whether the supervisor actor is running (started and not hibernating)."""
@@ -980,7 +988,8 @@ class BackgroundSubagentSupervisor:
                 # Every request sent before this one was handled, and none can be sent
                 # while ``_lock`` is held: nothing reaches the old actor any more.
                 self._ref = self._runtime = self._delivery = None
-                self.deliverer.delivered.clear()
+                self.deliverer.delivered = []
+                self._keep_pending_deltas()
             with contextlib.suppress(pykka.Timeout):
                 ref.stop(block=True, timeout=timeout)  # idle: only the stop is queued
             return True

@@ -301,6 +301,7 @@ class HostService:
         self._closers = list(closers or [])
         self._runs: dict[tuple[str, str], _LiveRun] = {}
         self._supervisors: dict[str, BackgroundSubagentSupervisor] = {}
+        self._supervisor_limits = SupervisorLimits(lease_ttl=self.lease_ttl)  # one, shared
         # Every session's supervisor shares these threads (sized by [host]); an idle one
         # holds none. Stopped by close(), after every supervisor's own shutdown.
         host = config.host
@@ -397,7 +398,7 @@ class HostService:
             owner=self.owner,
             namespace_id=self.namespace_id,
             session_id=session_id,
-            limits=SupervisorLimits(lease_ttl=self.lease_ttl),
+            limits=self._supervisor_limits,
             clock=self.clock,
             ids=self.ids,
             pools=self.pools,

@@ -20,6 +20,8 @@ from actors import (
     PoolLimits,
     SupervisorPools,
 )
+from actors._delivery import Deliverer
+from actors._messages import WatchRequest
 from storage import ManualClock, MemorySessionStore, SeededIds
 
 OWNER = OwnerIdentity(host_instance_id="host-hibernate")
@@ -124,3 +126,21 @@ def test_a_hibernated_supervisor_shuts_down_at_once(
     supervisor.shutdown_checked_sync(1.0)
     with pytest.raises(BackgroundSubagentError.Closing):
         supervisor.info_sync()
+
+
+def test_hibernation_forgets_the_deltas_of_results_another_engine_delivered(
+    supervisor: BackgroundSubagentSupervisor,
+) -> None:
+    """Before: a result a host's own deliverer handed to a continuation run left its
+    context delta in the supervisor's box for good (one per attempt of an idle session)."""
+    accepted = supervisor.delegate_sync("research", "one")
+    watched = supervisor._ask(WatchRequest(attempt_id=accepted.attempt_id)).result(10)
+    assert watched[2].result(10) == "terminal"
+    assert accepted.attempt_id in supervisor.deltas._items
+    other = Deliverer(store=supervisor.store, ids=SeededIds(9), namespace_id="default")
+    taken = other.take_pending(supervisor.session_id, None)
+    assert [r.attempt_id for r in taken] == [accepted.attempt_id]
+
+    assert supervisor.hibernate()
+
+    assert supervisor.deltas._items == {}
