@@ -483,16 +483,16 @@ def _drive(host: Host, driver: Driver, sessions: int, deadline: float) -> tuple[
     while driver.done < sessions:
         if time.monotonic() > started + deadline:
             return samples, f"the soak did not finish in {deadline:g} s ({driver.done} done)"
+        before = driver.done
         try:
             frame = host.inbox.get(timeout=0.5)
         except queue.Empty:
-            driver.expire()
-            continue
+            frame = {}
         if frame is None:
             return samples, f"the host exited early ({host.proc.poll()})"
-        before = driver.done
-        driver.handle(frame)
-        driver.expire()
+        if frame:
+            driver.handle(frame)
+        driver.expire()  # sessions may end here too: sample after it
         if driver.done // tenth > before // tenth:
             samples.append(host.sample(driver.done, started))
         driver.fill()

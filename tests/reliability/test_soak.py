@@ -3,17 +3,24 @@ what makes it a violation (issue 16). A tiny real run is ``tests/bench``'s smoke
 
 from __future__ import annotations
 
+import queue
+import time
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
 
 from properties.reliability import Section
 from properties.reliability._soak import (
+    INLINE_WAIT,
     SOAK_SIZES,
+    Driver,
     Sample,
     SoakReport,
+    _drive,
     _judge,
+    _Session,
     run_soak,
     section_fields,
     slope,
@@ -105,3 +112,32 @@ def test_a_tiny_soak_is_green_and_samples_each_tenth(tmp_path: Path) -> None:
     assert done.exit_status == 0
     assert [s.sessions for s in done.samples] == list(range(11))
     assert done.samples[-1].thread_names.get("MainThread") == 1
+
+
+class _QuietHost:
+    """A host that never answers: sessions end only by the driver's inline wait."""
+
+    def __init__(self) -> None:
+        self.inbox: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
+
+    def send(self, method: str, params: dict[str, Any]) -> int:
+        return 1
+
+    def sample(self, sessions: int, started: float) -> Sample:
+        return sample(sessions)
+
+
+def test_sessions_that_end_by_the_inline_wait_are_sampled_too() -> None:
+    """Before: a session that ended while no frame came in was never sampled, so the
+    last tenth could be missing from the report."""
+    host: Any = _QuietHost()
+    driver = Driver(host, sessions=2, attempts=1, window=2)
+    driver.waiting.clear()
+    for sid in ("a", "b"):
+        session = _Session(sid)
+        session.runs = 1
+        session.parent_ended = time.monotonic() - 2 * INLINE_WAIT
+        driver.live[sid] = session
+    samples, early = _drive(host, driver, 2, deadline=60.0)
+    assert early == ""
+    assert samples[-1].sessions == 2
