@@ -884,7 +884,7 @@ class BackgroundSubagentSupervisor:
         self._delivery: Strand | None = None
         self._runtime: Runtime | None = None
         self._ref: pykka.ActorRef[Any] | None = None
-        self._detached = DetachedThreads()
+        self._detached: DetachedThreads | None = None  # made by the first shutdown call
         self._drained = False
 
     def __repr__(self) -> str:
@@ -1322,10 +1322,20 @@ class BackgroundSubagentSupervisor:
         the shutdown goes on and a later call serializes behind it.
         """
         yield Detached(
-            lambda: self._shutdown_now(timeout), name="subagents-shutdown", owner=self._detached
+            lambda: self._shutdown_now(timeout),
+            name="subagents-shutdown",
+            owner=self._detached_threads(),
         )
 
     shutdown_checked_sync, shutdown_checked = twins(_shutdown_checked)
+
+    def _detached_threads(self) -> DetachedThreads:
+        """The shutdown's detached threads, made on first need (an idle session's
+        supervisor is never shut down but by its host's close)."""
+        with self._lock:
+            if self._detached is None:
+                self._detached = DetachedThreads()
+            return self._detached
 
     def _shutdown_now(self, timeout: float | None) -> None:
         budget = self.limits.shutdown_grace if timeout is None else max(0.0, float(timeout))
