@@ -138,12 +138,14 @@ REPLAY_PAGE = 500
 CLOSE_THREADS = 8
 """Threads that shut the supervisors down when the host closes (whatever their number)."""
 SWEEP_TICKS = 10
-"""Ticks between two sweeps (retention expiry and the namespace's pending results) while
-nothing happens on this host. A sweep costs what the namespace retains (every session
-with a retained result), so an idle host sweeps every ``SWEEP_TICKS`` ticks, not every
-tick; an attempt that ended here, a run that started or ended here, or a reconciliation
-that changed a record makes the next tick sweep. ``maintain()`` called directly always
-sweeps."""
+"""Ticks between two whole sweeps (retention expiry and the namespace's pending results).
+A whole sweep costs what the namespace retains (every session with a retained result),
+so a host makes one every ``SWEEP_TICKS`` ticks, not every tick; an attempt that ended
+here, a run that started or ended here or a supervisor handed out makes the next tick
+sweep the sessions active here only (index reads per session), and a reconciliation that
+changed a record makes it a whole sweep. ``maintain()`` called directly always sweeps
+the whole namespace. Every ``SWEEP_TICKS`` ticks the host also hibernates its idle
+supervisors (:meth:`HostService.hibernate_idle`)."""
 _TERMINAL_RUN = {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED}
 PARENT_PROFILE_KEY = "subagents.parent_profile"
 """``ChildRequest.metadata``: the delegating parent's profile (its MCP tools are inherited)."""
