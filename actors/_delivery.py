@@ -33,7 +33,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -142,6 +141,13 @@ class DeltaBox:
         with self._lock:
             self._items.pop(attempt_id, None)
 
+    def keep_only(self, attempt_ids: set[str]) -> None:
+        """Drop every item but those of ``attempt_ids`` (the results still pending: a
+        delivered result's delta was handed out, or never will be)."""
+        with self._lock:
+            for attempt_id in [a for a in self._items if a not in attempt_ids]:
+                del self._items[attempt_id]
+
 
 class Deliverer:
     """Claims, builds and acknowledges deliveries of one namespace; safe to use from
@@ -181,9 +187,12 @@ class Deliverer:
         self.limits = limits or SupervisorLimits()
         self.deltas = deltas or DeltaBox()
         self.namespace_id = namespace_id
-        self.delivered: deque[str] = deque()
+        self.delivered: list[str] = []
         """Attempt ids whose delivery this deliverer acknowledged, oldest first (any
-        thread appends; the supervisor actor drains it when it prunes its table)."""
+        thread appends; the supervisor actor takes the list, swapping in an empty one,
+        when it prunes its table: an id appended to the old list during the swap is
+        lost, which only makes the prune ask the store). A list, not a deque: an idle
+        supervisor keeps one, and an empty deque costs 600 bytes."""
 
     def _retrying(self, call: Callable[[], T]) -> T:
         """``call()``, retried while the store's answer is not a verdict.

@@ -167,6 +167,11 @@ class UnfinishedRequest(msgspec.Struct, frozen=True, kw_only=True):
     """Answered with the sorted ids of the attempts still active."""
 
 
+class HibernateRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """Answered with whether the supervisor actor is idle (no active attempt, no
+    waiter, no callback, not closing) and so may be stopped until it is needed again."""
+
+
 SupervisorRequest = (
     DelegateRequest
     | SteerRequest
@@ -176,6 +181,7 @@ SupervisorRequest = (
     | SnapshotRequest
     | BeginShutdownRequest
     | UnfinishedRequest
+    | HibernateRequest
 )
 """Every request the facade sends the supervisor actor."""
 

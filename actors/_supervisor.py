@@ -84,6 +84,7 @@ from ._messages import (
     DelegateRequest,
     Describe,
     DescribeRequest,
+    HibernateRequest,
     NewsReady,
     Reply,
     Rerouted,
@@ -112,6 +113,8 @@ from ._twins import Await, Blocking, Detached, DetachedThreads, Steps, twins
 log = logging.getLogger("subagents.actors")
 
 MAX_WAIT_SECONDS = 300.0
+HIBERNATE_WAIT = 5.0
+"""Seconds :meth:`BackgroundSubagentSupervisor.hibernate` waits for the actor's answer."""
 CompletionCallback = Callable[[BackgroundResult], Any]
 
 
@@ -277,6 +280,8 @@ class SupervisorActor(PooledActor):
                 self._begin_shutdown(request.abort, reply)
             case UnfinishedRequest():
                 resolve(reply, sorted(self.active))
+            case HibernateRequest():
+                resolve(reply, self._idle())
             case _:
                 assert_never(request)
 
@@ -709,9 +714,8 @@ class SupervisorActor(PooledActor):
         if len(order) <= limit + max(1, limit // 4):
             return
         delivered = self.delivered_ids
-        drained = self.deliverer.delivered
-        while drained:
-            attempt_id = drained.popleft()
+        drained, self.deliverer.delivered = self.deliverer.delivered, []
+        for attempt_id in drained:
             if attempt_id in self.entries:
                 delivered.add(attempt_id)
         excess = len(order) - limit
@@ -767,6 +771,21 @@ class SupervisorActor(PooledActor):
         self.settle_watchers.append(settled)
         self._check_settled()
         resolve(reply, settled)
+
+    def _idle(self) -> bool:
+        """Whether nothing here needs this actor: no active attempt, no waiter, no
+        completion callback queued or running, not shutting down (news is drained
+        before every request, so ended attempts are retired already)."""
+        return not (
+            self.closing
+            or self.active
+            or self.active_by_agent
+            or self.watched
+            or self.settle_watchers
+            or self.any_watchers
+            or self.rt.news
+            or self.delivery.pending()
+        )
 
     def _check_settled(self) -> None:
         if self.active:
@@ -865,7 +884,7 @@ class BackgroundSubagentSupervisor:
         self._delivery: Strand | None = None
         self._runtime: Runtime | None = None
         self._ref: pykka.ActorRef[Any] | None = None
-        self._detached = DetachedThreads()
+        self._detached: DetachedThreads | None = None  # made by the first shutdown call
         self._drained = False
 
     def __repr__(self) -> str:
@@ -884,36 +903,98 @@ class BackgroundSubagentSupervisor:
 
     def _ensure_started(self) -> pykka.ActorRef[Any]:
         with self._lock:
-            if self._closed:
-                raise BackgroundSubagentError.Closing("the supervisor is shut down")
-            if self._ref is not None:
-                return self._ref
-            self._ensure_session()
-            pools = self.pools
-            self._delivery = Strand(pools.delivery)  # one callback at a time, no own thread
-            self._runtime = Runtime(
-                store=self.store,
-                clock=self.clock,
-                ids=self.ids,
-                limits=self.limits,
-                owner=self.owner,
-                namespace_id=self.namespace_id,
-                session_id=self.session_id,
-                loop=pools.loop,
-                pools=pools,
-                machines=pools.machines,
-                deltas=self.deltas,
-            )
-            self._ref = SupervisorActor.start(
-                runtime=self._runtime,
-                deliverer=self.deliverer,
-                deltas=self.deltas,
-                default_runner=self._runner,
-                on_complete=self._on_complete,
-                delivery=self._delivery,
-            )
-            self._started = True
+            return self._started_locked()
+
+    def _started_locked(self) -> pykka.ActorRef[Any]:
+        """The supervisor actor, started (again, after :meth:`hibernate`) if need be;
+        the caller holds ``_lock``."""
+        if self._closed:
+            raise BackgroundSubagentError.Closing("the supervisor is shut down")
+        if self._ref is not None:
             return self._ref
+        self._ensure_session()
+        pools = self.pools
+        self._delivery = Strand(pools.delivery)  # one callback at a time, no own thread
+        self._runtime = Runtime(
+            store=self.store,
+            clock=self.clock,
+            ids=self.ids,
+            limits=self.limits,
+            owner=self.owner,
+            namespace_id=self.namespace_id,
+            session_id=self.session_id,
+            loop=pools.loop,
+            pools=pools,
+            machines=pools.machines,
+            deltas=self.deltas,
+        )
+        self._ref = SupervisorActor.start(
+            runtime=self._runtime,
+            deliverer=self.deliverer,
+            deltas=self.deltas,
+            default_runner=self._runner,
+            on_complete=self._on_complete,
+            delivery=self._delivery,
+        )
+        self._started = True
+        return self._ref
+
+    def _keep_pending_deltas(self) -> None:
+        """Forget the context deltas of results no longer pending (delivered by another
+        engine, such as a host's continuation admission, which never asks this box)."""
+        try:
+            pending = self.store.list_pending_attempts(self.namespace_id, self.session_id)
+        except StoreError:
+            return  # keep them all; the next hibernation tries again
+        self.deltas.keep_only({record.attempt_id for record in pending})
+
+    @property
+    def awake(self) -> bool:
+        """Whether the supervisor actor is running (started and not hibernating)."""
+        return self._ref is not None
+
+    def hibernate(self, timeout: float = HIBERNATE_WAIT) -> bool:
+        """Stop the supervisor actor if it is idle; whether it stopped one.
+
+        Idle: no active attempt, no ``wait`` waiting on it, no completion callback
+        queued or running, no shutdown begun. What it drops (its actor, runtime and
+        attempt table, the acknowledged-delivery ids) is rebuilt from the store by
+        the next call, which starts a fresh actor (known agents and the undelivered
+        count are reloaded, an ended attempt is rebuilt on demand), so the
+        supervisor stays one logical object with the same identity and store state:
+        an idle session then costs this facade only, no actor. Undelivered results
+        and their context deltas stay (deltas live here, not in the actor).
+
+        Blocking (up to ``timeout`` for the actor's answer; not idle in time means
+        not stopped); call it from any thread but the supervisor's own loop. A
+        concurrent call of this supervisor waits for it (``_lock``); a shutdown in
+        progress makes it return ``False`` at once.
+        """
+        if not self._shutdown_lock.acquire(blocking=False):
+            return False
+        try:
+            with self._lock:
+                ref = self._ref
+                if self._closed or ref is None:
+                    return False
+                reply: Reply = concurrent.futures.Future()
+                try:
+                    ref.tell(Ask(request=HibernateRequest(), reply=reply))
+                    idle = bool(reply.result(timeout=timeout))
+                except (pykka.ActorDeadError, concurrent.futures.TimeoutError):
+                    return False
+                if not idle:
+                    return False
+                # Every request sent before this one was handled, and none can be sent
+                # while ``_lock`` is held: nothing reaches the old actor any more.
+                self._ref = self._runtime = self._delivery = None
+                self.deliverer.delivered = []
+                self._keep_pending_deltas()
+            with contextlib.suppress(pykka.Timeout):
+                ref.stop(block=True, timeout=timeout)  # idle: only the stop is queued
+            return True
+        finally:
+            self._shutdown_lock.release()
 
     def _ensure_session(self) -> None:
         try:
@@ -942,12 +1023,15 @@ class BackgroundSubagentSupervisor:
 
     def _ask(self, request: SupervisorRequest) -> Reply:
         """Send ``request`` to the supervisor actor; the future it will answer on."""
-        ref = self._ensure_started()
         reply: Reply = concurrent.futures.Future()
-        try:
-            ref.tell(Ask(request=request, reply=reply))
-        except pykka.ActorDeadError as exc:
-            raise BackgroundSubagentError.Closing("the supervisor is shut down") from exc
+        # Told under ``_lock``, so :meth:`hibernate` never stops an actor a request is
+        # on its way to.
+        with self._lock:
+            ref = self._started_locked()
+            try:
+                ref.tell(Ask(request=request, reply=reply))
+            except pykka.ActorDeadError as exc:
+                raise BackgroundSubagentError.Closing("the supervisor is shut down") from exc
         return reply
 
     # Every public operation below is one body (a generator of steps, see
@@ -1098,8 +1182,9 @@ class BackgroundSubagentSupervisor:
         supervisor actor answers). Raises ``Closing`` after shutdown, like every call."""
         if attempt_id is None:
             return None
-        self._ensure_started()
-        runtime = self._runtime
+        with self._lock:
+            self._started_locked()
+            runtime = self._runtime
         return None if runtime is None else runtime.views.get(attempt_id)
 
     def _finish_wait(
@@ -1237,10 +1322,20 @@ class BackgroundSubagentSupervisor:
         the shutdown goes on and a later call serializes behind it.
         """
         yield Detached(
-            lambda: self._shutdown_now(timeout), name="subagents-shutdown", owner=self._detached
+            lambda: self._shutdown_now(timeout),
+            name="subagents-shutdown",
+            owner=self._detached_threads(),
         )
 
     shutdown_checked_sync, shutdown_checked = twins(_shutdown_checked)
+
+    def _detached_threads(self) -> DetachedThreads:
+        """The shutdown's detached threads, made on first need (an idle session's
+        supervisor is never shut down but by its host's close)."""
+        with self._lock:
+            if self._detached is None:
+                self._detached = DetachedThreads()
+            return self._detached
 
     def _shutdown_now(self, timeout: float | None) -> None:
         budget = self.limits.shutdown_grace if timeout is None else max(0.0, float(timeout))

@@ -44,7 +44,7 @@ ALLOWED_IN_HARNESS = {*ORDER, "properties"}
 # Outside the layers, code that may import the harness's scripted offline planner only.
 HARNESS_USERS = {
     Path("bench/hosts.py"): {"properties.reliability._scripted"},
-    Path("bench/soak.py"): {"properties.reliability._scripted"},
+    Path("bench/soak.py"): {"properties.reliability._soak"},
 }
 
 

@@ -36,6 +36,7 @@ from ._crash import run_crash_cycles
 from ._hostile import run_hostile_corpus
 from ._load import run_load
 from ._sigstop import run_sigstop_cases
+from ._soak import soak_section_fields
 
 Figure = int | float | str
 
@@ -358,7 +359,7 @@ def run_sections(
 
 def harness_runners(budget: Budget, seed: int, workdir: Path) -> list[tuple[str, SectionRunner]]:
     """The sections that drive real hosts or fresh processes: ``sigstop``, ``crash``,
-    ``hostile``, ``corruption``, ``load``."""
+    ``hostile``, ``corruption``, ``load``, ``soak``."""
 
     def sigstop() -> Section:
         where = workdir / "sigstop"
@@ -396,12 +397,16 @@ def harness_runners(budget: Budget, seed: int, workdir: Path) -> list[tuple[str,
         outcomes = run_corpus(where, probe=HOST_PROBE, seed=seed)
         return corruption_section(outcomes, time.monotonic() - started)
 
+    def soak() -> Section:
+        return Section(**soak_section_fields(budget.name, workdir / "soak"))
+
     return [
         ("sigstop", sigstop),
         ("crash", crash),
         ("hostile", hostile),
         ("corruption", corruption),
         ("load", load),
+        ("soak", soak),
     ]
 
 

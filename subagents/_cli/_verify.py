@@ -28,7 +28,16 @@ from statemachines._guard import require_ours
 
 from ._common import CliError
 
-REPORT_SECTIONS = ("properties", "clock", "sigstop", "crash", "hostile", "corruption", "load")
+REPORT_SECTIONS = (
+    "properties",
+    "clock",
+    "sigstop",
+    "crash",
+    "hostile",
+    "corruption",
+    "load",
+    "soak",
+)
 """The sections of ``--report``, in run order, each skippable with ``--skip``."""
 
 

@@ -38,7 +38,6 @@ import contextlib
 import contextvars
 import threading
 import weakref
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -126,38 +125,47 @@ class _SharedState:
     starts from an empty history, as after a process restart.
     """
 
+    # Slots, a plain dict (insertion order is the LRU order) and no set until the first
+    # launch: a host keeps one of these per session, idle ones included (issue 16).
+    __slots__ = ("histories", "launched", "lock", "max_histories")
+
     def __init__(self, max_histories: int = SupervisorLimits().max_known_agents) -> None:
         self.lock = threading.Lock()
         self.max_histories = max_histories
-        self.histories: OrderedDict[str, tuple[ModelMessage, ...]] = OrderedDict()
-        self.launched: set[str] = set()
+        self.histories: dict[str, tuple[ModelMessage, ...]] = {}
+        self.launched: set[str] | None = None
 
     def launch(self, attempt_id: str) -> None:
         with self.lock:
+            if self.launched is None:
+                self.launched = set()
             self.launched.add(attempt_id)
 
     def launched_ids(self) -> set[str]:
         with self.lock:
-            return set(self.launched)
+            return set(self.launched or ())
 
     def forget(self, attempt_ids: set[str]) -> None:
         with self.lock:
-            self.launched -= attempt_ids
+            if self.launched is not None:
+                self.launched -= attempt_ids
+                if not self.launched:
+                    self.launched = None
 
     def history(self, agent_id: str) -> tuple[ModelMessage, ...]:
         with self.lock:
-            messages = self.histories.get(agent_id)
+            messages = self.histories.pop(agent_id, None)
             if messages is None:
                 return ()
-            self.histories.move_to_end(agent_id)
+            self.histories[agent_id] = messages  # most recently used: last
             return messages
 
     def remember(self, agent_id: str, messages: tuple[ModelMessage, ...]) -> None:
         with self.lock:
+            self.histories.pop(agent_id, None)
             self.histories[agent_id] = messages
-            self.histories.move_to_end(agent_id)
             while len(self.histories) > self.max_histories:
-                self.histories.popitem(last=False)
+                del self.histories[next(iter(self.histories))]
 
 
 _STATES: weakref.WeakKeyDictionary[BackgroundSubagentSupervisor, _SharedState] = (

@@ -20,7 +20,7 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -139,13 +139,14 @@ REPLAY_PAGE = 500
 CLOSE_THREADS = 8
 """Threads that shut the supervisors down when the host closes (whatever their number)."""
 SWEEP_TICKS = 10
-"""Ticks between two sweeps (retention expiry and the namespace's pending results) while
-nothing happens on this host. A sweep costs what the namespace retains (every session
-with a retained result), so an idle host sweeps every ``SWEEP_TICKS`` ticks, not every
-tick; an attempt that ended here or a reconciliation that changed a record makes the
-next tick sweep. A run that ends here admits its own session's continuations at once
-(reading only that session's pending results), so it needs no sweep. ``maintain()``
-called directly always sweeps."""
+"""Ticks between two whole sweeps (retention expiry and the namespace's pending results).
+A whole sweep costs what the namespace retains (every session with a retained result),
+so a host makes one every ``SWEEP_TICKS`` ticks, not every tick; an attempt that ended
+here, a run that started or ended here or a supervisor handed out makes the next tick
+sweep the sessions active here only (index reads per session), and a reconciliation that
+changed a record makes it a whole sweep. ``maintain()`` called directly always sweeps
+the whole namespace. Every ``SWEEP_TICKS`` ticks the host also hibernates its idle
+supervisors (:meth:`HostService.hibernate_idle`)."""
 _TERMINAL_RUN = {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED}
 PARENT_PROFILE_KEY = "subagents.parent_profile"
 """``ChildRequest.metadata``: the delegating parent's profile (its MCP tools are inherited)."""
@@ -348,6 +349,7 @@ class HostService:
         self._closers = list(closers or [])
         self._runs: dict[tuple[str, str], _LiveRun] = {}
         self._supervisors: dict[str, BackgroundSubagentSupervisor] = {}
+        self._supervisor_limits = SupervisorLimits(lease_ttl=self.lease_ttl)  # one, shared
         # Every session's supervisor shares these threads (sized by [host]); an idle one
         # holds none. Stopped by close(), after every supervisor's own shutdown.
         host = config.host
@@ -371,6 +373,11 @@ class HostService:
         self._quiet_ticks = 0  # ticks since the last sweep
         self._swept_ended = 0  # pools.ended_attempts at the last sweep
         self._watched: set[tuple[str, str]] = set()
+        # Sessions touched (a supervisor handed out, a run ended) since the last sweep and
+        # in the sweep before; sessions with a live attempt at the last sweep.
+        self._touched: set[str] = set()
+        self._touched_before: set[str] = set()
+        self._live_before: set[str] = set()
         self._started_at = time.monotonic()
         self.shutdown_requested = asyncio.Event()
         self.agents = AgentFactory(config, self.providers)
@@ -428,6 +435,7 @@ class HostService:
 
     def supervisor(self, session_id: str) -> BackgroundSubagentSupervisor:
         """The session's supervisor, created on first need and kept for the service lifetime."""
+        self._touched.add(session_id)
         found = self._supervisors.get(session_id)
         if found is not None:
             return found
@@ -439,7 +447,7 @@ class HostService:
             owner=self.owner,
             namespace_id=self.namespace_id,
             session_id=session_id,
-            limits=SupervisorLimits(lease_ttl=self.lease_ttl),
+            limits=self._supervisor_limits,
             clock=self.clock,
             ids=self.ids,
             pools=self.pools,
@@ -492,40 +500,95 @@ class HostService:
         self._tick = asyncio.get_running_loop().create_task(self._tick_loop())
 
     async def _tick_loop(self) -> None:
+        ticks = 0
         while True:
             await asyncio.sleep(self.tick_seconds)
+            ticks += 1
             try:
                 await self.maintain(sweep=self._sweep_due())
+                if ticks % SWEEP_TICKS == 0:
+                    await self.hibernate_idle()
             except Exception:
                 log.exception("maintenance tick failed")
 
-    def _sweep_due(self) -> bool:
-        """Whether this tick sweeps: an attempt ended here since the last sweep, or
-        ``SWEEP_TICKS`` ticks went by (the backstop for what other hosts did). A run
-        that ended here already admitted its session's continuations (:meth:`_execute`)."""
-        self._quiet_ticks += 1
-        return self._quiet_ticks >= SWEEP_TICKS or self.pools.ended_attempts != self._swept_ended
+    async def hibernate_idle(self) -> int:
+        """Stop the actor of every awake supervisor whose session has no live run here
+        and that is idle (:meth:`BackgroundSubagentSupervisor.hibernate`); how many
+        stopped. Each stays the session's supervisor (kept for the service lifetime)
+        and starts a fresh actor at its next call. The maintenance tick calls this
+        every ``SWEEP_TICKS`` ticks; it runs on a worker thread (each answer is one
+        round trip through the actor pool) and stops early once the host closes."""
+        busy = {session_id for session_id, _ in self._runs}
+        awake = [s for k, s in self._supervisors.items() if s.awake and k not in busy]
+        if not awake:
+            return 0
 
-    async def maintain(self, *, sweep: bool = True) -> None:
-        """One reconciliation pass: lost runs, lost attempts, then (``sweep``) retention
-        and continuations."""
+        def stop_idle() -> int:
+            return sum(1 for s in awake if self._accepting and s.hibernate())
+
+        return await asyncio.to_thread(stop_idle)
+
+    def _sweep_due(self) -> bool | None:
+        """This tick's sweep: ``True`` (the whole namespace) once ``SWEEP_TICKS`` ticks
+        went by since the last whole sweep (the backstop for what other hosts did);
+        ``None`` (the sessions active here) when something happened here since the
+        last sweep; else ``False``."""
+        self._quiet_ticks += 1
+        if self._quiet_ticks >= SWEEP_TICKS:
+            return True
+        return (
+            None
+            if self.pools.ended_attempts != self._swept_ended
+            or frozenset(self._runs) != self._swept_runs
+            or self._touched
+            else False
+        )
+
+    async def maintain(self, *, sweep: bool | None = True) -> None:
+        """One reconciliation pass: lost runs, lost attempts, then the sweep: with
+        ``sweep=True`` retention expiry and the continuations of every pending result
+        of the namespace; with ``None`` only those of the sessions active here (see
+        :meth:`_active_sessions`); with ``False`` none. A reconciliation that changed a
+        record makes it a whole sweep."""
         if self._closed:
             return
         try:
             # First: results claimed by runs whose host is gone go back, unsuppressed.
-            sweep = bool(self.store.reconcile(self.namespace_id)) or sweep
+            if self.store.reconcile(self.namespace_id):
+                sweep = True
             if sweep:
                 self.store.expire_retention(self.namespace_id)
         except StoreError as exc:
             log.warning("store reconciliation failed: %s", exc)
         self._reconcile_runs()
-        if not sweep:
+        if sweep is False:
             return
         # Read before the sweep: whatever ends while it runs makes the next tick sweep.
-        self._quiet_ticks = 0
+        if sweep:
+            self._quiet_ticks = 0
         self._swept_ended = self.pools.ended_attempts
+        self._swept_runs = frozenset(self._runs)
+        active = self._active_sessions()  # a whole sweep starts the next generation too
+        sessions = None if sweep else active
         if self._accepting:
-            self._admit_continuations()
+            self._admit_continuations(sessions)
+
+    def _active_sessions(self) -> set[str]:
+        """The sessions a result may have become pending in since the last sweep: those
+        with an attempt live now or at the last sweep, a live run, or a run that ended or
+        a supervisor handed out since the sweep before last. An attempt that ended in
+        any other session was accepted and ended between two sweeps outside any run of
+        this host: the whole sweep finds it within ``SWEEP_TICKS`` ticks."""
+        try:
+            live = {r.parent_session_id for r in self.store.list_active_attempts(self.namespace_id)}
+        except StoreError as exc:
+            log.warning("cannot list live attempts: %s", exc)
+            live = set()
+        touched, self._touched = self._touched, set()
+        sessions = live | self._live_before | touched | self._touched_before
+        sessions.update(session_id for session_id, _ in self._runs)
+        self._live_before, self._touched_before = live, touched
+        return sessions
 
     def _candidate_runs(self) -> list[RunRecord]:
         """Runs to check: every run on a full scan (startup, then every
@@ -615,11 +678,21 @@ class HostService:
         entry = self.config.profiles.get(profile)
         return entry.continuation_profile or profile if entry is not None else profile
 
-    def _admit_continuations(self, session_id: str | None = None) -> None:
-        """Admit one continuation run per free session with an undelivered result: in
-        the whole namespace, or only in ``session_id`` (a run of it just ended here)."""
+    def _pending(self, sessions: Iterable[str] | None) -> list[AttemptRecord]:
+        """The namespace's pending results (``sessions=None``: a scan of every session
+        with a retained result), or only those of ``sessions`` (index reads per session)."""
+        if sessions is None:
+            return self.store.list_pending_attempts(self.namespace_id)
+        found: list[AttemptRecord] = []
+        for session_id in sorted(set(sessions)):
+            found += self.store.list_pending_attempts(self.namespace_id, session_id)
+        return found
+
+    def _admit_continuations(self, sessions: Iterable[str] | None = None) -> None:
+        """Admit a continuation run for every pending result of ``sessions`` (``None``:
+        the whole namespace) whose session has no live run here."""
         try:
-            pending = self.store.list_pending_attempts(self.namespace_id, session_id)
+            pending = self._pending(sessions)
         except StoreError as exc:
             log.warning("cannot list pending results: %s", exc)
             return
@@ -1146,9 +1219,10 @@ class HostService:
             if renew is not None:
                 renew.cancel()
             self._runs.pop(key, None)
+            self._touched.add(run.session_id)
         if self._accepting:
-            # The session is free now: only its own results can have become admissible.
-            self._admit_continuations(run.session_id)
+            # Only this session's results waited for this run to end.
+            self._admit_continuations((run.session_id,))
 
     def _waiting_results(self, run: RunRecord) -> str:
         """Claim for explicit run ``run`` every result of its session that waits for a

@@ -36,8 +36,9 @@ def test_the_idle_bench_reports_cpu_threads_and_rss_against_an_empty_host() -> N
 
 
 def test_the_soak_bench_loses_and_duplicates_nothing() -> None:
-    report = run("soak.py", "--sessions", "20", "--window", "8")
+    report = run("soak.py", "--sessions", "20", "--attempts", "2", "--window", "8")
     assert report["sessions"] == 20
+    assert report["attempts"] == 40
     assert report["lost"] == 0
     assert report["duplicates"] == 0
     assert report["exit_status"] == 0

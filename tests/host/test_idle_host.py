@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from typing import Any
 
 import pytest
 from host_helpers import CONFIG, memory_service
@@ -92,6 +93,56 @@ async def test_an_idle_host_sweeps_every_few_ticks_and_at_once_after_an_end() ->
         supervisor = service.supervisor("session-1")
         accepted = await supervisor.delegate("research", "task")
         assert (await supervisor.wait(accepted.attempt_id, 10)).status == "completed"
-        assert service._sweep_due()  # an attempt ended here: the next tick sweeps
+        # An attempt ended here: the next tick sweeps the sessions active here.
+        assert service._sweep_due() is None
+    finally:
+        await service.close()
+
+
+async def test_a_sweep_after_an_end_reads_only_the_sessions_active_here() -> None:
+    """Before: every tick after an end (and every run's end) listed the pending
+    results of the whole namespace, a scan of every session that ever delegated."""
+    service = memory_service(CONFIG)  # not started: the ticks are driven here
+    try:
+        for n in range(5):  # sessions that delegated earlier and went idle
+            supervisor = service.supervisor(f"idle-{n}")
+            accepted = await supervisor.delegate("research", "task")
+            await supervisor.wait(accepted.attempt_id, 10)
+        await service.maintain()  # a whole sweep
+        await service.maintain(sweep=None)  # the last to read the sessions touched before
+        supervisor = service.supervisor("busy")
+        await supervisor.info()  # started (its start counts its own pending results)
+        asked: list[str | None] = []
+        listed = service.store.list_pending_attempts
+
+        def spy(namespace_id: str, session_id: str | None = None) -> list[Any]:
+            asked.append(session_id)
+            return listed(namespace_id, session_id)
+
+        service.store.list_pending_attempts = spy  # type: ignore[method-assign]
+        accepted = await supervisor.delegate("research", "task")
+        await supervisor.wait(accepted.attempt_id, 10)
+        sweep = service._sweep_due()
+        assert sweep is None
+        await service.maintain(sweep=sweep)
+        assert asked == ["busy"]
+    finally:
+        await service.close()
+
+
+async def test_an_idle_supervisor_hibernates_and_serves_its_session_again() -> None:
+    """Issue 16: an idle session keeps its supervisor but not its actor."""
+    service = memory_service(CONFIG)
+    try:
+        supervisor = service.supervisor("session-1")
+        accepted = await supervisor.delegate("research", "task")
+        assert (await supervisor.wait(accepted.attempt_id, 10)).status == "completed"
+        assert supervisor.awake
+        assert await service.hibernate_idle() == 1
+        assert not supervisor.awake
+        assert service.supervisor("session-1") is supervisor  # kept for the lifetime
+        again = await supervisor.delegate("research", "more", agent_id=accepted.agent_id)
+        assert again.status == "continued"
+        assert (await supervisor.wait(again.attempt_id, 10)).status == "completed"
     finally:
         await service.close()

@@ -142,7 +142,7 @@ def test_the_cli_refuses_a_store_with_report() -> None:
 
 def test_every_harness_section_can_be_skipped_by_name(tmp_path: Path) -> None:
     names = [name for name, _ in rep.harness_runners(CI, 0, tmp_path)]
-    assert names == ["sigstop", "crash", "hostile", "corruption", "load"]
+    assert names == ["sigstop", "crash", "hostile", "corruption", "load", "soak"]
     assert tuple(name for name, _ in rep.report_runners(CI, 0, tmp_path)) == REPORT_SECTIONS
     assert CI.sigstop_rounds >= 3
 

@@ -1,0 +1,146 @@
+"""An idle supervisor hibernates: its actor stops (no actor, no attempt table) and the
+next call starts a fresh one from the store, so the supervisor stays one logical object
+(issue 16: what an idle session costs)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+from actor_helpers import FAST, our_actors
+
+from actors import (
+    BackgroundSubagentError,
+    BackgroundSubagentSupervisor,
+    ChildControl,
+    ChildOutcome,
+    ChildRequest,
+    OwnerIdentity,
+    PoolLimits,
+    SupervisorPools,
+)
+from actors._delivery import Deliverer
+from actors._messages import WatchRequest
+from storage import ManualClock, MemorySessionStore, SeededIds
+
+OWNER = OwnerIdentity(host_instance_id="host-hibernate")
+
+
+async def completes(request: ChildRequest, control: ChildControl) -> ChildOutcome:
+    return ChildOutcome.completed(f"done {request.prompt}")
+
+
+async def holds(request: ChildRequest, control: ChildControl) -> ChildOutcome:
+    await control.wait_cancelled()
+    raise asyncio.CancelledError
+
+
+@pytest.fixture
+def pools() -> Iterator[SupervisorPools]:
+    made = SupervisorPools(PoolLimits(actor_threads=2, heartbeat_threads=1, delivery_threads=1))
+    yield made
+    made.stop(5.0)
+
+
+@pytest.fixture
+def supervisor(pools: SupervisorPools) -> Iterator[BackgroundSubagentSupervisor]:
+    made = BackgroundSubagentSupervisor(
+        runner=completes,
+        store=MemorySessionStore(clock=ManualClock()),
+        owner=OWNER,
+        session_id="session-hibernate",
+        limits=FAST,
+        ids=SeededIds(7),
+        pools=pools,
+    )
+    yield made
+    made.shutdown(2.0)
+
+
+def test_an_idle_supervisor_stops_its_actor_and_the_next_call_starts_a_fresh_one(
+    supervisor: BackgroundSubagentSupervisor,
+) -> None:
+    accepted = supervisor.delegate_sync("research", "one")
+    first = supervisor.wait_sync(accepted.attempt_id, 10)
+    assert first.status == "completed"
+    actors_awake = len(our_actors())
+    assert supervisor.awake
+
+    assert supervisor.hibernate()
+
+    assert not supervisor.awake
+    assert len(our_actors()) == actors_awake - 1
+    # The ended attempt is rebuilt from the store; its result was delivered already.
+    again = supervisor.wait_sync(accepted.attempt_id, 1)
+    assert again.attempt_id == accepted.attempt_id
+    assert again.status == "completed"
+    assert supervisor.awake
+    # The agent is known again (reloaded from the store): it can be continued.
+    continued = supervisor.delegate_sync("research", "two", agent_id=accepted.agent_id)
+    assert continued.status == "continued"
+    assert supervisor.wait_sync(continued.attempt_id, 10).result == "done two"
+
+
+def test_a_supervisor_with_an_active_attempt_does_not_hibernate(
+    pools: SupervisorPools,
+) -> None:
+    supervisor = BackgroundSubagentSupervisor(
+        runner=holds,
+        store=MemorySessionStore(clock=ManualClock()),
+        owner=OWNER,
+        session_id="session-busy",
+        limits=FAST,
+        ids=SeededIds(8),
+        pools=pools,
+    )
+    try:
+        accepted = supervisor.delegate_sync("research", "held")
+        assert not supervisor.hibernate()
+        assert supervisor.awake
+        supervisor.cancel_sync(accepted.attempt_id, "done with it")
+        assert supervisor.wait_sync(accepted.attempt_id, 10).status == "cancelled"
+        assert supervisor.hibernate()
+    finally:
+        supervisor.shutdown(2.0)
+
+
+def test_a_supervisor_never_started_or_shut_down_has_nothing_to_hibernate(
+    supervisor: BackgroundSubagentSupervisor,
+) -> None:
+    assert not supervisor.awake
+    assert not supervisor.hibernate()
+    supervisor.delegate_sync("research", "one")
+    supervisor.shutdown_checked_sync(5.0)
+    assert not supervisor.hibernate()
+    with pytest.raises(BackgroundSubagentError.Closing):
+        supervisor.delegate_sync("research", "after")
+
+
+def test_a_hibernated_supervisor_shuts_down_at_once(
+    supervisor: BackgroundSubagentSupervisor,
+) -> None:
+    accepted = supervisor.delegate_sync("research", "one")
+    supervisor.wait_sync(accepted.attempt_id, 10)
+    assert supervisor.hibernate()
+    supervisor.shutdown_checked_sync(1.0)
+    with pytest.raises(BackgroundSubagentError.Closing):
+        supervisor.info_sync()
+
+
+def test_hibernation_forgets_the_deltas_of_results_another_engine_delivered(
+    supervisor: BackgroundSubagentSupervisor,
+) -> None:
+    """Before: a result a host's own deliverer handed to a continuation run left its
+    context delta in the supervisor's box for good (one per attempt of an idle session)."""
+    accepted = supervisor.delegate_sync("research", "one")
+    watched = supervisor._ask(WatchRequest(attempt_id=accepted.attempt_id)).result(10)
+    assert watched[2].result(10) == "terminal"
+    assert accepted.attempt_id in supervisor.deltas._items
+    other = Deliverer(store=supervisor.store, ids=SeededIds(9), namespace_id="default")
+    taken = other.take_pending(supervisor.session_id, None)
+    assert [r.attempt_id for r in taken] == [accepted.attempt_id]
+
+    assert supervisor.hibernate()
+
+    assert supervisor.deltas._items == {}
