@@ -65,9 +65,7 @@ def test_progress_is_persisted_at_the_next_heartbeat_tick(
 
     def spy(op: str, *args: object, **kwargs: object) -> object:
         result = original(op, *args, **kwargs)
-        if op == "update_attempt_execution" and getattr(result, "execution_status", "") == (
-            "running"
-        ):
+        if op == "advance_attempt" and getattr(result, "execution_status", "") == "running":
             persisted.set()
         return result
 
@@ -77,8 +75,10 @@ def test_progress_is_persisted_at_the_next_heartbeat_tick(
     assert persisted.wait(10)
     record = faulty.load_attempt(attempt)
     assert (record.execution_status, record.child_run_id) == ("running", "run-held")
-    # accepted -> starting -> running: one write per edge, each checked by the store.
-    assert faulty.calls["update_attempt_execution"] == 2
+    # accepted -> starting -> running rides the lease renewal: one store call (one
+    # transaction), every edge of the path checked by the store.
+    assert faulty.calls["advance_attempt"] == 1
+    assert faulty.calls["update_attempt_execution"] == 0
     gate.open()
     assert supervisor.wait_sync(attempt, 10).status == "completed"
 
@@ -245,13 +245,13 @@ def test_transient_progress_failures_keep_ownership_and_the_attempt_completes(
         await gate.wait()
         return ChildOutcome.completed("ok")
 
-    faulty.plan("update_attempt_execution", Fault(4))
+    faulty.plan("advance_attempt", Fault(4))
     supervisor = make_supervisor(runner=run, store=faulty)
     attempt = supervisor.delegate_sync("research", "p").attempt_id
-    assert faulty.when_failed("update_attempt_execution", 4).wait(10)
+    assert faulty.when_failed("advance_attempt", 4).wait(10)
     gate.open()
     assert supervisor.wait_sync(attempt, 10).status == "completed"
-    assert faulty.failures["update_attempt_execution"] == 4
+    assert faulty.failures["advance_attempt"] == 4
 
 
 def test_outputs_beyond_the_artifact_limits_fail_their_attempts(

@@ -36,14 +36,14 @@ def test_a_lost_response_of_a_progress_write_is_recovered_and_the_attempt_comple
         return ChildOutcome.completed(f"out:{request.prompt}")
 
     lost = Fault(1, error=lambda: Failed("gone"), mode="lost")
-    faulty.plan("update_attempt_execution", lost)
+    faulty.plan("advance_attempt", lost)
     supervisor = make_supervisor(runner=held, store=faulty)
     attempt = supervisor.delegate_sync("research", "p").attempt_id
-    assert faulty.when_failed("update_attempt_execution", 1).wait(10)
+    assert faulty.when_failed("advance_attempt", 1).wait(10)
     gate.open()
     result = supervisor.wait_sync(attempt, 10)
     assert (result.status, result.result) == ("completed", "out:p")
-    assert faulty.failures["update_attempt_execution"] == 1
+    assert faulty.failures["advance_attempt"] == 1
 
 
 def test_a_wait_survives_a_lost_claim_and_a_lost_acknowledgement_response(
