@@ -93,15 +93,7 @@ def decode_event(key: bytes, data: bytes) -> HostEvent:
         ) from None
 
 
-def _counter(key: bytes, data: bytes) -> int:
-    if len(data) != 8:
-        raise CorruptRecord(
-            f"a counter in table {_META!r} is not 8 bytes",
-            table=_META,
-            key=key,
-            reason=f"{len(data)} bytes",
-        )
-    return int.from_bytes(data, "big")
+_counter = store_events.counter
 
 
 class EventLog(Protocol):
@@ -213,16 +205,10 @@ class StoreEventLog:
         pass
 
 
-def _prefix(session_id: str) -> bytes:
-    return session_id.encode("utf-8") + b"\0"
-
-
-def _key(session_id: str, seq: int) -> bytes:
-    return _prefix(session_id) + seq.to_bytes(8, "big")
-
-
-def _seq_key(session_id: str) -> bytes:
-    return b"seq\0" + session_id.encode("utf-8")
+# The store's key layout: the old host-owned log and the store's outbox share it.
+_prefix = store_events.session_prefix
+_key = store_events.event_key
+_seq_key = store_events.seq_key
 
 
 class BackendEventLog:
