@@ -198,6 +198,9 @@ def text_of(size: int) -> str:
 class SupervisorGapsMachine(SupervisorMachine):
     """The supervisor machine with the checks the mutation run found missing."""
 
+    size_turns = 0
+    """Calls of the size rule so far, over the bound class's whole run (see the rule)."""
+
     def __init__(self) -> None:
         super().__init__()
         self.sized: dict[str, str] = {}
@@ -211,7 +214,6 @@ class SupervisorGapsMachine(SupervisorMachine):
         self.deafened = 0
         self.exact_expiries = 0
         self.takeovers = 0
-        self.size_turns = 0
         self.stubborn = 0
 
     def note_delivery(self, delivery: Delivery) -> None:
@@ -239,10 +241,14 @@ class SupervisorGapsMachine(SupervisorMachine):
     @precondition(lambda self: not self.closed and self.by_state("active") and self.big_outputs < 2)
     @rule(index=st.integers(0, 7), offset=st.integers(0, len(ORDER) - 1))
     def child_completes_at_a_size_limit(self, index: int, offset: int) -> None:
-        # The sizes rotate within an example (the drawn offset shifts the rotation), so
-        # a derandomized run that draws the simplest offset still meets several sizes.
-        size = ORDER[(self.size_turns + offset) % len(ORDER)]
-        self.size_turns += 1
+        # The sizes rotate over the whole run (the drawn offset shifts the rotation), so
+        # a derandomized run that keeps drawing the simplest offset still meets every
+        # boundary. The rotation is the bound class's: a replayed failing example may
+        # take another size (reported as flaky, still a failure).
+        cls = type(self)
+        turn = cls.size_turns
+        cls.size_turns = turn + 1
+        size = ORDER[(turn + offset) % len(ORDER)]
         tracked = self.pick(self.by_state("active"), index)
         child = self._started(tracked)
         n = SIZES[size]
@@ -417,8 +423,8 @@ class SupervisorGapsMachine(SupervisorMachine):
         """Every lease lapses and one attempt is taken over by this host's id with the next
         generation (a restarted host): the running attempt must see it lost all the same.
         Once per example, whatever lapsed before (its own counter: the rule stays reached
-        whichever lapse rule the derandomized order tries first)."""
-        self.lapses += 1
+        whichever lapse rule the derandomized order tries first; it leaves ``lapses``
+        alone, so the deaf-child lapse below stays reachable after it)."""
         self.takeovers += 1
         self.clock.advance(LEASE_TTL + 1)
         self.drift = 0.0

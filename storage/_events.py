@@ -47,7 +47,7 @@ from ._sealed import seal, unseal
 
 T = TypeVar("T")
 
-log = logging.getLogger("storage.events")
+log = logging.getLogger("subagents.storage")
 
 EVENTS_TABLE = "host_events"
 META_TABLE = "host_meta"
