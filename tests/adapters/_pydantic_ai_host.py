@@ -1,9 +1,11 @@
 """Host 1 of the host-kill test: a pydantic-ai parent delegates in the background on
 LMDB; prints ``terminal <attempt_id>`` once the child's result is durable, then
-waits to be killed (it never delivers the result)."""
+waits to be killed (it never delivers the result: the child answers only after the
+parent's run ended, so no turn of it can take the result in-band)."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import threading
 import time
@@ -12,7 +14,6 @@ from pydantic_ai import Agent as PydanticAgent
 from pydantic_ai import messages as pm
 from pydantic_ai.models.function import AgentInfo
 from pydantic_ai.models.function import FunctionModel as PydanticFunctionModel
-from pydantic_ai.models.test import TestModel as PydanticTestModel
 
 from storage import LmdbSessionStore
 from subagents import BackgroundSubagentSupervisor, OwnerIdentity, SubagentConfig
@@ -26,7 +27,13 @@ def main(path: str) -> None:
         owner=OwnerIdentity(host_instance_id="host-1", fencing_generation=1),
         session_id="session-pai",
     )
-    child = PydanticAgent(PydanticTestModel(custom_output_text="durable answer"), name="pai")
+    parent_done = threading.Event()
+
+    async def child_answer(messages: list[pm.ModelMessage], info: AgentInfo) -> pm.ModelResponse:
+        await asyncio.to_thread(parent_done.wait, 30)
+        return pm.ModelResponse(parts=[pm.TextPart("durable answer")])
+
+    child = PydanticAgent(PydanticFunctionModel(child_answer), name="pai")
     toolset = delegation_toolset(
         [SubagentConfig("research", PydanticAIChild(child))], supervisor=supervisor
     )
@@ -39,6 +46,7 @@ def main(path: str) -> None:
 
     parent = PydanticAgent(PydanticFunctionModel(answer), toolsets=[toolset])
     result = parent.run_sync("plan")
+    parent_done.set()
     returned = [
         p.content
         for m in result.all_messages()
