@@ -626,11 +626,12 @@ class _PgTxn:
         pgconn = self._pgconn
         if stmt.name not in self._prepared:
             # Prepared statements outlive transactions (even rolled back ones).
-            res = pgconn.prepare(stmt.name, stmt.text, stmt.types)
+            # Lists, not tuples: psycopg's C libpq wrapper before 3.2 takes only lists.
+            res = pgconn.prepare(stmt.name, stmt.text, list(stmt.types))
             if res.status not in _RESULT_OK:
                 raise self._error(res)
             self._prepared.add(stmt.name)
-        res = pgconn.exec_prepared(stmt.name, params, stmt.formats, 1)
+        res = pgconn.exec_prepared(stmt.name, list(params), list(stmt.formats), 1)
         if res.status not in _RESULT_OK:
             raise self._error(res)
         width = res.nfields
