@@ -181,13 +181,19 @@ class Child:
         with self.lock:
             return list(self.steering)
 
-    async def run(self, request: ChildRequest, control: ChildControl) -> ChildOutcome:
+    def open_inbox(self) -> asyncio.Queue[tuple[str, str]]:
+        """A fresh command inbox for this run (on the loop thread); the child counts as
+        started."""
         inbox: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
         with self.lock:
             self.runs += 1
             self.loop = asyncio.get_running_loop()
             self.inbox = inbox
         self.started.set()
+        return inbox
+
+    async def run(self, request: ChildRequest, control: ChildControl) -> ChildOutcome:
+        inbox = self.open_inbox()
         try:
             while True:
                 command = asyncio.ensure_future(inbox.get())

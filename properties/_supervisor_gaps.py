@@ -104,12 +104,7 @@ class DeafChild(Child):
     async def run(self, request: ChildRequest, control: ChildControl) -> ChildOutcome:
         if not self.deaf:
             return await super().run(request, control)
-        inbox: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
-        with self.lock:
-            self.runs += 1
-            self.loop = asyncio.get_running_loop()
-            self.inbox = inbox
-        self.started.set()
+        inbox = self.open_inbox()
         try:
             while True:
                 kind, text = await inbox.get()  # control.wait_cancelled() goes unheard
@@ -146,12 +141,7 @@ class StubbornChild(Child):
         self.aborts = 0
 
     async def run(self, request: ChildRequest, control: ChildControl) -> ChildOutcome:
-        inbox: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
-        with self.lock:
-            self.runs += 1
-            self.loop = asyncio.get_running_loop()
-            self.inbox = inbox
-        self.started.set()
+        inbox = self.open_inbox()
         try:
             while True:
                 try:
