@@ -52,7 +52,11 @@ Figures, each against its target:
   both from the same round (target >= 0.5); ``ours_over_dbos_sqlite_c1`` and
   ``_c32`` (target >= 10) and ``ours_over_dbos_postgres_c1`` and ``_c32``
   (target >= 5): ours (kernel) / DBOS per round. The SDK's ratios are printed
-  beside them. Each row also prints the commit requests per attempt (ours: the
+  beside them, and so is each ``fsync-ceiling/dbos-*@1``: raw commits/s divided by
+  ours' durable commits per attempt at concurrency 1, over DBOS, per round. An
+  attempt's commits are serial at concurrency 1, so that is the highest ratio any
+  kernel with our fsync budget could reach on this disk, with zero CPU of its own.
+  Each row also prints the commit requests per attempt (ours: the
   store's backend writes; DBOS: SQLAlchemy commits), the durable commits per
   attempt after batching (ours: LMDB write transactions, ``last_txnid``, each
   one fsync'd; DBOS: its commits) and the process CPU per attempt. A stretch
@@ -786,7 +790,30 @@ def comparison_figures(samples: dict[str, list[dict[str, Any]]]) -> dict[str, An
             ratios[f"kernel/raw-bound@{cell.partition('@')[2]}"] = spread(values) | {
                 "rounds": [round(v, 2) for v in values]
             }
+    ratios.update(_ceiling_ratios(samples, raw))
     return {"rows": rows, "ratios": ratios}
+
+
+def _ceiling_ratios(
+    samples: dict[str, list[dict[str, Any]]], raw: dict[int, float]
+) -> dict[str, Any]:
+    """At concurrency 1 an attempt's durable commits are serial, so no kernel can beat
+    raw commits/s / (ours' fsyncs per attempt) there: that ceiling over DBOS, per round,
+    is the best ratio ours could reach at its fsync budget with zero CPU."""
+    from bench._common import spread
+
+    fsyncs = fsyncs_per_attempt(samples.get("kernel@1", []))
+    ratios: dict[str, Any] = {}
+    if not fsyncs or not raw:
+        return ratios
+    for other in DBOS_SIDES:
+        theirs = {r["round"]: rate(r) for r in samples.get(f"{other}@1", [])}
+        values = [raw[n] / fsyncs / theirs[n] for n in raw if n in theirs]
+        if values:
+            ratios[f"fsync-ceiling/{other}@1"] = spread(values) | {
+                "rounds": [round(v, 2) for v in values]
+            }
+    return ratios
 
 
 def dbos_available() -> bool:
