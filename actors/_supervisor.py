@@ -230,12 +230,9 @@ class SupervisorActor(PooledActor):
             self.undelivered_estimate = self._count_pending()
         except BackgroundSubagentError:
             self.undelivered_estimate = self.rt.limits.max_undelivered_results  # recount later
-        # Agents known from earlier attempts of this session may be continued.
-        try:
-            for record in self.rt.store.list_attempts(self.rt.namespace_id, self.rt.session_id):
-                self._know_agent(record.agent_id, record.subagent_name)
-        except StoreError:
-            log.warning("could not load known agent ids; only new agents can be continued")
+        # Agents of earlier attempts are looked up when one is continued
+        # (_lookup_agent), not loaded here: every start (a new session, a wake from
+        # hibernation) would otherwise read the store's whole attempt history.
 
     def on_receive(self, message: Any) -> Any:
         if self.rt.news:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from actor_helpers import FAST, our_actors
@@ -144,3 +145,46 @@ def test_hibernation_forgets_the_deltas_of_results_another_engine_delivered(
     assert supervisor.hibernate()
 
     assert supervisor.deltas._items == {}
+
+
+class CountingStore(MemorySessionStore):
+    """Counts the calls that read a session's whole attempt history."""
+
+    def __init__(self) -> None:
+        super().__init__(clock=ManualClock())
+        self.history_reads = 0
+
+    def list_attempts(self, namespace_id: str, session_id: str | None = None) -> list[Any]:
+        self.history_reads += 1
+        return super().list_attempts(namespace_id, session_id)
+
+
+def test_waking_reads_no_attempt_history_and_a_continued_agent_is_looked_up_once(
+    pools: SupervisorPools,
+) -> None:
+    # Each wake (and each new session's first call) used to list the store's whole
+    # attempt history to preload the agents: a host's cost per session grew with
+    # every session it ever served (the soak slowed 4x from 1,000 to 10,000).
+    store = CountingStore()
+    supervisor = BackgroundSubagentSupervisor(
+        runner=completes,
+        store=store,
+        owner=OWNER,
+        session_id="session-history",
+        limits=FAST,
+        ids=SeededIds(8),
+        pools=pools,
+    )
+    try:
+        accepted = supervisor.delegate_sync("research", "one")
+        assert supervisor.wait_sync(accepted.attempt_id, 10).status == "completed"
+        assert supervisor.hibernate()
+        fresh = supervisor.delegate_sync("research", "two")
+        assert supervisor.wait_sync(fresh.attempt_id, 10).status == "completed"
+        assert store.history_reads == 0
+        # A forgotten agent is still found, by one lookup when it is continued.
+        continued = supervisor.delegate_sync("research", "three", agent_id=accepted.agent_id)
+        assert continued.status == "continued"
+        assert store.history_reads == 1
+    finally:
+        supervisor.shutdown(2.0)
