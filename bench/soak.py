@@ -78,7 +78,8 @@ def print_report(report: SoakReport) -> None:
     print(
         f"SIGTERM: exit {report.exit_status} in {report.shutdown_seconds:.2f} s "
         f"(deadline {report.shutdown_deadline:g} s); lost {report.lost}, "
-        f"duplicates {report.duplicates} ({report.inline} delivered into their parent run)"
+        f"duplicates {report.duplicates}, refused {report.refused} "
+        f"({report.inline} delivered into their parent run)"
     )
     met = report.rss_anon_kib_per_session < RSS_TARGET_KIB and not report.violations
     print(f"targets met: {'yes' if met else 'no'}")

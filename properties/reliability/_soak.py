@@ -21,9 +21,15 @@ samples after warm-up: the first :data:`WARMUP_TENTHS` tenths of the sessions
 (pools filling up to their bounds, the allocator's arenas, the first LMDB
 pages) are left out. Then SIGTERM: the time until the process exits, against
 the host's shutdown deadline plus :data:`EXIT_GRACE` for the interpreter's
-exit. Last the data directory is opened and checked: every attempt asked for
-is stored and delivered once (``lost`` counts those missing or not delivered)
-and no attempt has more than one completed continuation run (``duplicates``).
+exit. Last the data directory is opened and checked: every attempt the host
+accepted (committed) is delivered (``lost`` counts those not delivered) and no
+attempt has more than one completed continuation run (``duplicates``). An
+attempt asked for that the host never accepted (a refused request) is not a
+lost result: ``refused`` counts those, and the violations say why.
+
+A session starts its next parent run only when the event stream shows the
+current attempt done (:class:`Driver`): the store writes the ``attempt.*``
+events in the transaction of each change, so the driver never guesses.
 
 RSS per idle session is judged on ``RssAnon``: the process's private memory
 (the Python heap, malloc's arenas), where what an idle session retains lives.
@@ -51,7 +57,7 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -62,9 +68,6 @@ from ._scripted import planner_config
 CHILD_SECONDS = 0.2
 """The child answers after this long, so its parent run has ended and the result comes
 back as a continuation run (a result that ends first is delivered into the parent run)."""
-INLINE_WAIT = 5.0
-"""Seconds after its parent run without a continuation before a session counts its
-result as delivered into the parent run (the store check decides at the end)."""
 SHUTDOWN_TIMEOUT = 5.0
 """The host's shutdown deadline (``HostService.shutdown_timeout``'s default)."""
 EXIT_GRACE = 2.0
@@ -125,6 +128,9 @@ class SoakReport(msgspec.Struct, frozen=True, kw_only=True):
     inline: int
     """Results delivered into their parent run (no continuation run needed)."""
     violations: list[str]
+    refused: int = 0
+    """Attempts asked for that the host never accepted (a refused request, or a parent
+    run that delegated nothing); not in ``lost``, each listed in ``violations``."""
 
 
 # -- the host process ---------------------------------------------------------------------------
@@ -326,19 +332,37 @@ class Host:
 
 
 class _Session:
-    __slots__ = ("continuations", "parent", "parent_ended", "runs", "sid", "subscription")
+    """One session's state in the driver: its current parent run and what the event
+    stream said about that run's attempt (nothing here is a guess)."""
+
+    __slots__ = ("attempt", "delivered_to", "ended", "parent", "runs", "sid", "subscription")
 
     def __init__(self, sid: str) -> None:
         self.sid = sid
         self.runs = 0  # parent runs started
-        self.continuations: set[str] = set()  # continuation runs admitted
         self.subscription: str | None = None
         self.parent: str | None = None  # the current parent run
-        self.parent_ended: float | None = None  # when it ended (monotonic)
+        self.attempt: str | None = None  # the attempt it delegated (``attempt.accepted``)
+        self.delivered_to: str | None = None  # the run its result went into
+        self.ended: set[str] = set()  # runs of this round that ended
+
+    def new_round(self, parent: str) -> None:
+        self.parent, self.attempt, self.delivered_to = parent, None, None
+        self.ended = set()
 
 
 class Driver:
-    """Keeps ``window`` sessions in flight; each runs ``attempts`` parent runs in turn."""
+    """Keeps ``window`` sessions in flight; each runs ``attempts`` parent runs in turn.
+
+    A session starts its next parent run only once the event stream showed the
+    current attempt done: ``attempt.delivered`` named the run its result went
+    into (the parent run itself, or a continuation run) and that run, and the
+    parent run, ended. The store commits each ``attempt.*`` event with its change
+    and a continuation run's ``run.completed`` with the delivery, so no other
+    run of the session can still be admitted then. A parent run that ended
+    without ``attempt.accepted`` delegated nothing: that request counts as
+    refused (:attr:`refusals`), as does a refused ``run.start``, and every
+    attempt a session never asked for because one of its requests was refused."""
 
     def __init__(self, host: Host, sessions: int, attempts: int, window: int) -> None:
         self.host = host
@@ -348,7 +372,9 @@ class Driver:
         self.pending: dict[int, tuple[str, str]] = {}  # request id -> (what, sid)
         self.window = window
         self.done = 0
-        self.inline = 0  # results taken as delivered into their parent run
+        self.accepted = 0  # attempts the host accepted (``attempt.accepted`` seen)
+        self.inline = 0  # results delivered into their parent run
+        self.refusals: list[str] = []  # one reason per attempt asked for and not accepted
         self.violations: list[str] = []
 
     def fill(self) -> None:
@@ -364,14 +390,25 @@ class Driver:
         if "id" in frame and frame["id"] in self.pending:
             what, sid = self.pending.pop(frame["id"])
             if "error" in frame:
-                self.violations.append(f"{what} of {sid} refused: {frame['error']}")
-                self._finish(sid)
+                self._refused(what, sid, frame["error"])
                 return
             self._answered(what, sid, frame["result"])
         elif frame.get("method") == "events.event":
             self._event(frame["params"]["event"])
         elif frame.get("method") == "events.overflow":
             self.violations.append(f"a subscription was cut: {frame['params']}")
+
+    def _refused(self, what: str, sid: str, error: Any) -> None:
+        """A refused request ends its session: the attempts it had not asked for yet
+        (the refused one included) are refusals, not lost results."""
+        reason = f"{what} of {sid} refused: {error}"
+        session = self.live.get(sid)
+        if session is not None and what in ("create", "subscribe", "run"):
+            asked = session.runs - 1 if what == "run" else session.runs
+            self.refusals += [reason] * (self.attempts - asked)
+        else:
+            self.violations.append(reason)
+        self._finish(sid)
 
     def _answered(self, what: str, sid: str, result: dict[str, Any]) -> None:
         session = self.live.get(sid)
@@ -393,33 +430,38 @@ class Driver:
         if session is None:
             return
         kind, data, run_id = event["kind"], event.get("data") or {}, str(event.get("run_id"))
-        if kind == "run.admitted" and data.get("trigger_type") == "async_subagent_result":
-            session.continuations.add(run_id)
-        elif kind == "run.admitted":
-            session.parent, session.parent_ended = run_id, None
+        if kind == "run.admitted" and data.get("trigger_type") != "async_subagent_result":
+            session.new_round(run_id)
+        elif kind == "attempt.accepted" and run_id == session.parent:
+            session.attempt = data.get("attempt_id")
+            self.accepted += 1
+        elif kind == "attempt.delivered" and session.attempt is not None:
+            if data.get("attempt_id") == session.attempt:
+                # no consumer run named: it went into the run that asked for it
+                session.delivered_to = str(data.get("consumer_run_id") or run_id)
         elif kind in ("run.completed", "run.failed"):
             if kind == "run.failed":
                 self.violations.append(f"run {run_id} of {session.sid} failed: {data}")
-            if run_id == session.parent:
-                session.parent_ended = time.monotonic()
-            elif run_id in session.continuations:
-                self._next(session)
+            session.ended.add(run_id)
+        self._settle(session)
+
+    def _settle(self, session: _Session) -> None:
+        """Move on once the current round is done (see the class docstring)."""
+        if session.parent is None or session.parent not in session.ended:
+            return
+        if session.attempt is None:  # accepted commits before the parent run can end
+            self.refusals.append(f"run {session.parent} of {session.sid} delegated nothing")
+            self._next(session)
+        elif session.delivered_to is not None and session.delivered_to in session.ended:
+            self.inline += session.delivered_to == session.parent
+            self._next(session)
 
     def _next(self, session: _Session) -> None:
-        session.parent = session.parent_ended = None
+        session.parent = None
         if session.runs < self.attempts:
             self._start_run(session)
         else:
             self._finish(session.sid)
-
-    def expire(self) -> None:
-        """Sessions whose parent ended ``INLINE_WAIT`` ago with no continuation: their
-        result went into the parent run; move on (the store check counts it)."""
-        cutoff = time.monotonic() - INLINE_WAIT
-        for session in list(self.live.values()):
-            if session.parent_ended is not None and session.parent_ended < cutoff:
-                self.inline += 1
-                self._next(session)
 
     def _finish(self, sid: str) -> None:
         session = self.live.pop(sid, None)
@@ -447,10 +489,17 @@ def slope(samples: Sequence[Sample], field: str) -> float:
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var
 
 
-def check_store(data: Path, sessions: int, attempts: int) -> tuple[int, int, list[str]]:
-    """``(lost, duplicates, violations)`` from the data directory after the host exited:
-    every attempt asked for must be stored and delivered; no attempt may have more than
-    one completed continuation run."""
+def check_store(
+    data: Path, sessions: int, attempts: int, *, accepted: int | None = None
+) -> tuple[int, int, list[str]]:
+    """``(lost, duplicates, violations)`` from the data directory after the host exited.
+
+    ``lost`` counts stored (accepted, committed) attempts whose result was not
+    delivered; ``duplicates`` the completed continuation runs past the first of an
+    attempt. A request the host refused stored no attempt, so it is neither (the
+    driver reports it as refused). Violations: more attempts stored than asked
+    for, or (given ``accepted``, the driver's count of ``attempt.accepted``
+    events) a store that disagrees with the event stream."""
     from statemachines import RunStatus  # noqa: PLC0415
     from storage import ASYNC_SUBAGENT_RESULT, LmdbSessionStore  # noqa: PLC0415
 
@@ -465,23 +514,31 @@ def check_store(data: Path, sessions: int, attempts: int) -> tuple[int, int, lis
                     consumed[attempt] = consumed.get(attempt, 0) + 1
     finally:
         store.close()
-    delivered = sum(str(r.delivery_status) == "delivered" for r in records)
-    lost = max(0, sessions * attempts - delivered)
+    lost = sum(str(r.delivery_status) != "delivered" for r in records)
     duplicates = sum(n - 1 for n in consumed.values() if n > 1)
     violations = []
     if len(records) > sessions * attempts:
         violations.append(f"{len(records)} attempts stored, {sessions * attempts} asked for")
+    if accepted is not None and accepted != len(records):
+        violations.append(f"{len(records)} attempts stored, {accepted} accepted events seen")
     return lost, duplicates, violations
 
 
-def _drive(host: Host, driver: Driver, sessions: int, deadline: float) -> tuple[list[Sample], str]:
-    """Run every session; the samples at each tenth and a violation ('' when none)."""
-    started = time.monotonic()
+def _drive(
+    host: Host,
+    driver: Driver,
+    sessions: int,
+    deadline: float,
+    clock: Callable[[], float] = time.monotonic,
+) -> tuple[list[Sample], str]:
+    """Run every session; the samples at each tenth and a violation ('' when none).
+    ``clock`` only bounds the run by ``deadline``: no session moves on by time."""
+    started = clock()
     samples = [host.sample(0, started)]
     tenth = max(1, sessions // 10)
     driver.fill()
     while driver.done < sessions:
-        if time.monotonic() > started + deadline:
+        if clock() > started + deadline:
             return samples, f"the soak did not finish in {deadline:g} s ({driver.done} done)"
         before = driver.done
         try:
@@ -492,7 +549,6 @@ def _drive(host: Host, driver: Driver, sessions: int, deadline: float) -> tuple[
             return samples, f"the host exited early ({host.proc.poll()})"
         if frame:
             driver.handle(frame)
-        driver.expire()  # sessions may end here too: sample after it
         if driver.done // tenth > before // tenth:
             samples.append(host.sample(driver.done, started))
         driver.fill()
@@ -530,6 +586,15 @@ def _judge(report: SoakReport) -> list[str]:
     return found
 
 
+def _refusal_violations(refusals: Sequence[str]) -> list[str]:
+    """One violation per distinct reason (with its count), so the report says why."""
+    counts: dict[str, int] = {}
+    for reason in refusals:
+        counts[reason] = counts.get(reason, 0) + 1
+    found = [f"refused ({n} attempts): {reason}" for reason, n in counts.items()]
+    return found[:20] + ([f"... {len(found) - 20} more refusals"] if len(found) > 20 else [])
+
+
 def run_soak(
     *,
     sessions: int,
@@ -552,7 +617,9 @@ def run_soak(
         samples, early = _drive(host, driver, sessions, deadline) if not early else ([], early)
         seconds = time.monotonic() - started
         status, shutdown = _stop(host)
-        lost, duplicates, found = check_store(host.data, sessions, attempts)
+        lost, duplicates, found = check_store(
+            host.data, sessions, attempts, accepted=driver.accepted
+        )
     warmup = WARMUP_TENTHS * max(1, sessions // 10)
     warm = [s for s in samples if s.sessions >= warmup]
     report = SoakReport(
@@ -573,8 +640,10 @@ def run_soak(
         duplicates=duplicates,
         inline=driver.inline,
         violations=[],
+        refused=len(driver.refusals),
     )
     violations = ([early] if early else []) + driver.violations[:20] + found + _judge(report)
+    violations += _refusal_violations(driver.refusals)
     return msgspec.structs.replace(report, violations=violations)
 
 
@@ -595,6 +664,7 @@ def section_fields(report: SoakReport) -> dict[str, Any]:
             "shutdown s": report.shutdown_seconds,
             "lost": report.lost,
             "duplicates": report.duplicates,
+            "refused": report.refused,
         },
         "violations": tuple(report.violations),
         "seconds": report.seconds,
