@@ -44,17 +44,27 @@ def pools() -> Iterator[SupervisorPools]:
     made.stop(5.0)
 
 
-@pytest.fixture
-def supervisor(pools: SupervisorPools) -> Iterator[BackgroundSubagentSupervisor]:
-    made = BackgroundSubagentSupervisor(
-        runner=completes,
-        store=MemorySessionStore(clock=ManualClock()),
+def make_supervisor(
+    pools: SupervisorPools,
+    session_id: str,
+    *,
+    runner: Any = completes,
+    store: MemorySessionStore | None = None,
+) -> BackgroundSubagentSupervisor:
+    return BackgroundSubagentSupervisor(
+        runner=runner,
+        store=store or MemorySessionStore(clock=ManualClock()),
         owner=OWNER,
-        session_id="session-hibernate",
+        session_id=session_id,
         limits=FAST,
         ids=SeededIds(7),
         pools=pools,
     )
+
+
+@pytest.fixture
+def supervisor(pools: SupervisorPools) -> Iterator[BackgroundSubagentSupervisor]:
+    made = make_supervisor(pools, "session-hibernate")
     yield made
     made.shutdown(2.0)
 
@@ -86,15 +96,7 @@ def test_an_idle_supervisor_stops_its_actor_and_the_next_call_starts_a_fresh_one
 def test_a_supervisor_with_an_active_attempt_does_not_hibernate(
     pools: SupervisorPools,
 ) -> None:
-    supervisor = BackgroundSubagentSupervisor(
-        runner=holds,
-        store=MemorySessionStore(clock=ManualClock()),
-        owner=OWNER,
-        session_id="session-busy",
-        limits=FAST,
-        ids=SeededIds(8),
-        pools=pools,
-    )
+    supervisor = make_supervisor(pools, "session-busy", runner=holds)
     try:
         accepted = supervisor.delegate_sync("research", "held")
         assert not supervisor.hibernate()
@@ -166,15 +168,7 @@ def test_waking_reads_no_attempt_history_and_a_continued_agent_is_looked_up_once
     # attempt history to preload the agents: a host's cost per session grew with
     # every session it ever served (the soak slowed 4x from 1,000 to 10,000).
     store = CountingStore()
-    supervisor = BackgroundSubagentSupervisor(
-        runner=completes,
-        store=store,
-        owner=OWNER,
-        session_id="session-history",
-        limits=FAST,
-        ids=SeededIds(8),
-        pools=pools,
-    )
+    supervisor = make_supervisor(pools, "session-history", store=store)
     try:
         accepted = supervisor.delegate_sync("research", "one")
         assert supervisor.wait_sync(accepted.attempt_id, 10).status == "completed"
