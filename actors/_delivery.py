@@ -122,31 +122,56 @@ def _retryable(exc: StoreError) -> bool:
     return isinstance(exc, RetryableStorage)
 
 
+_DELTAS_LOCK = threading.Lock()
+"""Guards every :class:`DeltaBox` (each critical section is one dict operation): one
+lock for all of them, not one per box, since a host keeps a box per session, idle
+ones included (issue 16: a lock costs about 90 bytes)."""
+
+
 class DeltaBox:
-    """Context deltas and usage of persisted terminal attempts, handed out once. Thread-safe."""
+    """Context deltas and usage of persisted terminal attempts, handed out once. Thread-safe.
+
+    An empty box holds no dict (``_items`` is made by the first :meth:`put` and
+    dropped when the last item goes): an idle session's box costs its slots only.
+    """
+
+    __slots__ = ("_items",)
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._items: dict[str, tuple[Any, dict[str, Any]]] = {}
+        self._items: dict[str, tuple[Any, dict[str, Any]]] | None = None
+
+    def __len__(self) -> int:
+        with _DELTAS_LOCK:
+            return len(self._items or ())
+
+    def __contains__(self, attempt_id: object) -> bool:
+        with _DELTAS_LOCK:
+            return attempt_id in (self._items or ())
 
     def put(self, attempt_id: str, delta: Any, usage: dict[str, Any]) -> None:
-        with self._lock:
+        with _DELTAS_LOCK:
+            if self._items is None:
+                self._items = {}
             self._items[attempt_id] = (delta, usage)
 
     def peek(self, attempt_id: str) -> tuple[Any, dict[str, Any]]:
-        with self._lock:
-            return self._items.get(attempt_id, (None, {}))
+        with _DELTAS_LOCK:
+            return (self._items or {}).get(attempt_id, (None, {}))
 
     def pop(self, attempt_id: str) -> None:
-        with self._lock:
-            self._items.pop(attempt_id, None)
+        with _DELTAS_LOCK:
+            if self._items is not None:
+                self._items.pop(attempt_id, None)
+                if not self._items:
+                    self._items = None
 
     def keep_only(self, attempt_ids: set[str]) -> None:
         """Drop every item but those of ``attempt_ids`` (the results still pending: a
         delivered result's delta was handed out, or never will be)."""
-        with self._lock:
-            for attempt_id in [a for a in self._items if a not in attempt_ids]:
-                del self._items[attempt_id]
+        with _DELTAS_LOCK:
+            if self._items is not None:
+                kept = {a: item for a, item in self._items.items() if a in attempt_ids}
+                self._items = kept or None
 
 
 class Deliverer:
@@ -165,6 +190,9 @@ class Deliverer:
     deadline and the result can be claimed again); continuation admission
     raises the store's own errors (the host's next tick tries again).
     """
+
+    # Slots: a host keeps one per session, idle ones included (issue 16).
+    __slots__ = ("delivered", "deltas", "ids", "limits", "namespace_id", "sleep", "store")
 
     RUN_CLAIM_SECONDS = RUN_CLAIM_SECONDS
     """See :data:`RUN_CLAIM_SECONDS` (a host waits this long past a lost run's lease,
@@ -185,7 +213,7 @@ class Deliverer:
         self.store = store
         self.ids = ids
         self.limits = limits or SupervisorLimits()
-        self.deltas = deltas or DeltaBox()
+        self.deltas = deltas if deltas is not None else DeltaBox()
         self.namespace_id = namespace_id
         self.delivered: list[str] = []
         """Attempt ids whose delivery this deliverer acknowledged, oldest first (any

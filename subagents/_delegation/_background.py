@@ -49,6 +49,7 @@ from actors import (
     ChildRequest,
     SupervisorLimits,
 )
+from storage import StoreError
 
 from .._agent._context import SUBAGENT_STACK_KEY, AgentContext
 from .._agent._events import AgentEvent, compact_preview
@@ -125,12 +126,14 @@ class _SharedState:
     starts from an empty history, as after a process restart.
     """
 
-    # Slots, a plain dict (insertion order is the LRU order) and no set until the first
-    # launch: a host keeps one of these per session, idle ones included (issue 16).
-    __slots__ = ("histories", "launched", "lock", "max_histories")
+    # Slots, a plain dict (insertion order is the LRU order), no set until the first
+    # launch and one lock for all states (each critical section is a dict or set
+    # operation): a host keeps one of these per session, idle ones included (issue 16).
+    __slots__ = ("histories", "launched", "max_histories")
+
+    lock = threading.Lock()
 
     def __init__(self, max_histories: int = SupervisorLimits().max_known_agents) -> None:
-        self.lock = threading.Lock()
         self.max_histories = max_histories
         self.histories: dict[str, tuple[ModelMessage, ...]] = {}
         self.launched: set[str] | None = None
@@ -172,6 +175,32 @@ _STATES: weakref.WeakKeyDictionary[BackgroundSubagentSupervisor, _SharedState] =
     weakref.WeakKeyDictionary()
 )
 _STATES_LOCK = threading.Lock()
+
+
+def forget_settled_launches(supervisor: BackgroundSubagentSupervisor) -> int:
+    """Forget the launched attempts of ``supervisor`` whose result is no longer
+    pending (a host's continuation run, or another engine, delivered it); how many.
+
+    For a supervisor that just hibernated: idle, so none of the launched attempts
+    is active, and one neither active nor pending is one the next turn boundary
+    would forget anyway (:meth:`_AsyncDelegation.deliver_pending`). Without this an
+    idle session kept its last launched ids (and their set) for good. Ids launched
+    after the snapshot are never forgotten here. No store read when nothing was
+    launched; store trouble keeps them all (the next turn boundary decides)."""
+    with _STATES_LOCK:
+        state = _STATES.get(supervisor)
+    launched = state.launched_ids() if state is not None else set()
+    if state is None or not launched:
+        return 0
+    try:
+        pending = supervisor.store.list_pending_attempts(
+            supervisor.namespace_id, supervisor.session_id
+        )
+    except StoreError:
+        return 0
+    settled = launched - {record.attempt_id for record in pending}
+    state.forget(settled)
+    return len(settled)
 
 
 def _shared_state(supervisor: BackgroundSubagentSupervisor | None) -> _SharedState:

@@ -71,7 +71,7 @@ from .._agent._context import AgentContext
 from .._agent._ids import RunId
 from .._agent._models import Model
 from .._agent._tools import Tool
-from .._delegation._background import _LAUNCH_KEY
+from .._delegation._background import _LAUNCH_KEY, forget_settled_launches
 from .._delegation._config import SubagentDelegationMode
 from .._delegation._delivery import DURABLE_RUN_KEY
 from .._errors import AgentError, ModelError, ProviderError, UsageLimitExceeded
@@ -349,6 +349,7 @@ class HostService:
         self._closers = list(closers or [])
         self._runs: dict[tuple[str, str], _LiveRun] = {}
         self._supervisors: dict[str, BackgroundSubagentSupervisor] = {}
+        self._child_runner = self._run_child  # one bound method, not one per session
         self._supervisor_limits = SupervisorLimits(lease_ttl=self.lease_ttl)  # one, shared
         # Every session's supervisor shares these threads (sized by [host]); an idle one
         # holds none. Stopped by close(), after every supervisor's own shutdown.
@@ -442,7 +443,7 @@ class HostService:
         if not self._accepting:
             raise RpcError(ErrorCode.SHUTTING_DOWN, "the host is shutting down")
         supervisor = BackgroundSubagentSupervisor(
-            runner=self._run_child,
+            runner=self._child_runner,
             store=self.store,
             owner=self.owner,
             namespace_id=self.namespace_id,
@@ -524,7 +525,10 @@ class HostService:
             return 0
 
         def stop_idle() -> int:
-            return sum(1 for s in awake if self._accepting and s.hibernate())
+            stopped = [s for s in awake if self._accepting and s.hibernate()]
+            for supervisor in stopped:
+                forget_settled_launches(supervisor)
+            return len(stopped)
 
         return await asyncio.to_thread(stop_idle)
 

@@ -55,7 +55,7 @@ def test_a_long_run_keeps_the_tables_bounded_and_every_undelivered_result(
     assert len(table) <= bound
     assert len(runtime.views) <= bound
     assert len(supervisor.deliverer.delivered) <= bound
-    assert len(supervisor.deltas._items) == len(kept)  # only the undelivered ones
+    assert len(supervisor.deltas) == len(kept)  # only the undelivered ones
     actor = _actor(supervisor)
     assert len(actor.ended_order) <= bound
     assert len(actor.delivered_ids) <= bound

@@ -139,14 +139,15 @@ def test_hibernation_forgets_the_deltas_of_results_another_engine_delivered(
     accepted = supervisor.delegate_sync("research", "one")
     watched = supervisor._ask(WatchRequest(attempt_id=accepted.attempt_id)).result(10)
     assert watched[2].result(10) == "terminal"
-    assert accepted.attempt_id in supervisor.deltas._items
+    assert accepted.attempt_id in supervisor.deltas
     other = Deliverer(store=supervisor.store, ids=SeededIds(9), namespace_id="default")
     taken = other.take_pending(supervisor.session_id, None)
     assert [r.attempt_id for r in taken] == [accepted.attempt_id]
 
     assert supervisor.hibernate()
 
-    assert supervisor.deltas._items == {}
+    assert len(supervisor.deltas) == 0
+    assert supervisor.deltas._items is None  # no dict left behind (issue 16)
 
 
 class CountingStore(MemorySessionStore):

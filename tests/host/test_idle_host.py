@@ -4,6 +4,7 @@ and closing meets the shutdown deadline at that session count."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 import time
@@ -12,7 +13,9 @@ from typing import Any
 import pytest
 from host_helpers import CONFIG, memory_service
 
+from actors._messages import WatchRequest
 from subagents import HostConfigError
+from subagents._delegation._background import _shared_state
 from subagents._host import parse_host_config
 from subagents._host._service import SWEEP_TICKS
 
@@ -144,5 +147,32 @@ async def test_an_idle_supervisor_hibernates_and_serves_its_session_again() -> N
         again = await supervisor.delegate("research", "more", agent_id=accepted.agent_id)
         assert again.status == "continued"
         assert (await supervisor.wait(again.attempt_id, 10)).status == "completed"
+    finally:
+        await service.close()
+
+
+async def test_hibernation_forgets_launches_delivered_elsewhere() -> None:
+    """Issue 16. Before: an idle session kept the ids (and their set) of the attempts
+    its parent's background tools launched after another consumer (a continuation
+    run, a ``wait``) delivered them, until a next parent turn that may never come.
+    A result still pending stays launched (the next turn delivers it)."""
+    service = memory_service(CONFIG)
+    try:
+        supervisor = service.supervisor("session-1")
+        state = _shared_state(supervisor)
+        delivered = await supervisor.delegate("research", "one")
+        state.launch(delivered.attempt_id)
+        assert (await supervisor.wait(delivered.attempt_id, 10)).status == "completed"
+        pending = await supervisor.delegate("research", "two")
+        state.launch(pending.attempt_id)
+        watched = supervisor._ask(WatchRequest(attempt_id=pending.attempt_id)).result(10)
+        assert await asyncio.wrap_future(watched[2]) == "terminal"
+
+        assert await service.hibernate_idle() == 1
+
+        assert state.launched_ids() == {pending.attempt_id}
+        assert (await supervisor.wait(pending.attempt_id, 10)).status == "completed"
+        assert await service.hibernate_idle() == 1
+        assert state.launched is None  # no set left behind
     finally:
         await service.close()
