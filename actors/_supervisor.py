@@ -821,6 +821,37 @@ class BackgroundSubagentSupervisor:
     when none is given).
     """
 
+    # Slots: a host keeps one per durable session for its lifetime, idle ones
+    # included (issue 16).
+    __slots__ = (
+        "__weakref__",
+        "_closed",
+        "_delivery",
+        "_detached",
+        "_drained",
+        "_lock",
+        "_on_complete",
+        "_own_pools",
+        "_own_store",
+        "_ref",
+        "_runner",
+        "_runtime",
+        "_shutdown_lock",
+        "_started",
+        "clock",
+        "deliverer",
+        "deltas",
+        "extension",
+        "ids",
+        "limits",
+        "namespace_id",
+        "owner",
+        "parent_run_id",
+        "pools",
+        "session_id",
+        "store",
+    )
+
     def __init__(
         self,
         *,
@@ -883,6 +914,10 @@ class BackgroundSubagentSupervisor:
         self._ref: pykka.ActorRef[Any] | None = None
         self._detached: DetachedThreads | None = None  # made by the first shutdown call
         self._drained = False
+        self.extension: object = None
+        """The state of the layer built on this supervisor (the SDK's delegation keeps
+        its child conversations and launched attempts here), ``None`` until it makes
+        it; never read by the supervisor. Shares the supervisor's lifetime."""
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "started" if self._started else "idle"

@@ -37,7 +37,6 @@ import asyncio
 import contextlib
 import contextvars
 import threading
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -171,9 +170,6 @@ class _SharedState:
                 del self.histories[next(iter(self.histories))]
 
 
-_STATES: weakref.WeakKeyDictionary[BackgroundSubagentSupervisor, _SharedState] = (
-    weakref.WeakKeyDictionary()
-)
 _STATES_LOCK = threading.Lock()
 
 
@@ -188,7 +184,8 @@ def forget_settled_launches(supervisor: BackgroundSubagentSupervisor) -> int:
     after the snapshot are never forgotten here. No store read when nothing was
     launched; store trouble keeps them all (the next turn boundary decides)."""
     with _STATES_LOCK:
-        state = _STATES.get(supervisor)
+        state = supervisor.extension
+    assert state is None or isinstance(state, _SharedState)
     launched = state.launched_ids() if state is not None else set()
     if state is None or not launched:
         return 0
@@ -207,9 +204,12 @@ def _shared_state(supervisor: BackgroundSubagentSupervisor | None) -> _SharedSta
     if supervisor is None:
         return _SharedState()
     with _STATES_LOCK:
-        state = _STATES.get(supervisor)
+        # Kept in the supervisor's slot for its layer above, not in a weak mapping: an
+        # entry there costs about 140 bytes per session (issue 16).
+        state = supervisor.extension
         if state is None:
-            state = _STATES[supervisor] = _SharedState(supervisor.limits.max_known_agents)
+            state = supervisor.extension = _SharedState(supervisor.limits.max_known_agents)
+        assert isinstance(state, _SharedState)
         return state
 
 
