@@ -367,6 +367,13 @@ class PooledActor(pykka.ThreadingActor):
             self._handle_envelope(envelope)
         if self.actor_stopped.is_set():
             self._actor_loop_teardown()
+            # Never scheduled again (``rest`` is not called, so the inbox stays
+            # "scheduled" and a late ``put`` only queues). Dropping the bound method
+            # breaks the actor -> inbox -> burst -> actor cycle, so a stopped actor
+            # (a hibernated supervisor's, an ended attempt's) and all it holds are
+            # freed at once by reference counting instead of waiting for the cyclic
+            # collector, meanwhile growing the heap (issue 16).
+            inbox.burst = None
             return
         inbox.rest()
 

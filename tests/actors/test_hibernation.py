@@ -5,6 +5,7 @@ next call starts a fresh one from the store, so the supervisor stays one logical
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Iterator
 from typing import Any
 
@@ -183,3 +184,29 @@ def test_waking_reads_no_attempt_history_and_a_continued_agent_is_looked_up_once
         assert store.history_reads == 1
     finally:
         supervisor.shutdown(2.0)
+
+
+def test_a_hibernated_supervisor_actor_is_freed_without_the_cyclic_collector() -> None:
+    """Issue 16. Before: the stopped actor's inbox kept its bound burst method (actor ->
+    inbox -> burst -> actor), so every hibernation left the actor, its runtime and
+    attempt table as cyclic garbage, growing the heap until a full collection."""
+    pools = SupervisorPools(PoolLimits(actor_threads=1, heartbeat_threads=1, delivery_threads=1))
+    supervisor = make_supervisor(pools, "session-freed")
+    gc.disable()
+    try:
+        accepted = supervisor.delegate_sync("research", "one")
+        assert supervisor.wait_sync(accepted.attempt_id, 10).status == "completed"
+        ref = supervisor._ref
+        assert ref is not None
+        actor = ref._actor_weakref
+        assert actor() is not None
+        del ref
+        assert supervisor.hibernate()
+        # The pool's one thread runs jobs in order: once this one ran, the stopped
+        # actor's last burst has returned.
+        pools.actors.submit(lambda: None).result(10)
+        assert actor() is None
+    finally:
+        gc.enable()
+        supervisor.shutdown(2.0)
+        pools.stop(5.0)
