@@ -28,6 +28,12 @@ the process touched (the page cache: shared, evictable, grown by the data the ru
 writes), reported and not judged. Shutdown within its deadline; 0 lost; 0
 duplicates.
 
+The host process inherits the environment, so ``PYTHONMALLOC=malloc python
+bench/soak.py`` measures a host on the C allocator instead of pymalloc (the line
+``allocator:`` says which). pymalloc returns a 1 MiB arena only once every block in
+it is free, and each idle session's few long-lived objects land among short-lived
+ones, so with it ``RssAnon`` grows by whole arenas, faster than the live objects do.
+
 This is a benchmark, not a test: it never asserts timing. Exit status is 0
 whether or not the targets are met (the verify ``soak`` section is the check).
 ``--trace`` has the host keep a tracemalloc snapshot at each tenth (in
@@ -112,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         print(msgspec.json.encode(report).decode())
         return 0
     print(f"load average before: {load_before}")
+    print(f"allocator: {os.environ.get('PYTHONMALLOC') or 'pymalloc (the default)'}")
     print_report(report)
     print(f"load average after: {load()}")
     return 0
