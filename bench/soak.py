@@ -30,9 +30,9 @@ duplicates.
 
 The host process inherits the environment, so ``PYTHONMALLOC=malloc python
 bench/soak.py`` measures a host on the C allocator instead of pymalloc (the line
-``allocator:`` says which). pymalloc returns a 1 MiB arena only once every block in
+``allocator:`` says which): pymalloc returns a 1 MiB arena only once every block in
 it is free, and each idle session's few long-lived objects land among short-lived
-ones, so with it ``RssAnon`` grows by whole arenas, faster than the live objects do.
+ones, so ``RssAnon`` can grow faster than the live objects do.
 
 This is a benchmark, not a test: it never asserts timing. Exit status is 0
 whether or not the targets are met (the verify ``soak`` section is the check).
