@@ -56,7 +56,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -588,10 +588,7 @@ def _judge(report: SoakReport) -> list[str]:
 
 def _refusal_violations(refusals: Sequence[str]) -> list[str]:
     """One violation per distinct reason (with its count), so the report says why."""
-    counts: dict[str, int] = {}
-    for reason in refusals:
-        counts[reason] = counts.get(reason, 0) + 1
-    found = [f"refused ({n} attempts): {reason}" for reason, n in counts.items()]
+    found = [f"refused ({n} attempts): {reason}" for reason, n in Counter(refusals).items()]
     return found[:20] + ([f"... {len(found) - 20} more refusals"] if len(found) > 20 else [])
 
 
