@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from ._factories import termination_interrupts
+from ._interrupts import termination_interrupts
 from ._runner import main
 
 if __name__ == "__main__":

@@ -17,15 +17,13 @@ takes a ManualClock and returns a :class:`StoreHandle` or a bare
 from __future__ import annotations
 
 import atexit
-import contextlib
 import importlib
 import os
 import secrets
 import shutil
-import signal
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -153,26 +151,6 @@ PG_ADMIN_DSN_ENV = "SUBAGENTS_PG_ADMIN_DSN"
 _PG_DEFAULT_ADMIN_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
 _pg_lock = threading.Lock()
 _pg_databases: dict[str, str] = {}
-
-
-@contextlib.contextmanager
-def termination_interrupts() -> Iterator[None]:
-    """SIGTERM and SIGHUP raise :class:`KeyboardInterrupt` inside (main thread only),
-    as Ctrl-C does, so a run that is told to stop still runs its ``atexit`` hooks
-    and drops its scratch databases; the old handlers come back on exit."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(signal.Signals(signum).name)
-
-    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def _pg_database(admin_dsn: str) -> str:

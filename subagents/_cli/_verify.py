@@ -237,7 +237,7 @@ def run(args: argparse.Namespace) -> int:
     """``verify``: SIGTERM and SIGHUP interrupt it as Ctrl-C does (exit 130), so the
     scratch PostgreSQL databases of ``--store postgres`` are dropped either way."""
     require_ours("subagents verify", "properties")  # before reaching into its modules
-    from properties._factories import termination_interrupts  # noqa: PLC0415
+    from properties._interrupts import termination_interrupts  # noqa: PLC0415
 
     with termination_interrupts():
         if args.report:
