@@ -428,6 +428,10 @@ class SupervisorPools:
         self._heartbeats: WorkerPool | None = None
         self._delivery: WorkerPool | None = None
         self._closed = False
+        self.extension: object = None
+        """The state of the layer built on these pools, shared by every supervisor on
+        them (the SDK keeps its bounded child conversations here), ``None`` until it
+        makes it; never read here."""
         self.machines = MachinePool()
         """Idle attempt machines, lent to the next attempt of any session (an idle
         session keeps none: a ``transitions`` machine is about 16 KiB)."""

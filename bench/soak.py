@@ -36,8 +36,13 @@ ones, so ``RssAnon`` can grow faster than the live objects do.
 
 This is a benchmark, not a test: it never asserts timing. Exit status is 0
 whether or not the targets are met (the verify ``soak`` section is the check).
-``--trace`` has the host keep a tracemalloc snapshot at each tenth (in
-``--workdir``/probes; slow) to find what idle sessions retain.
+At each tenth the host also writes its allocators' statistics to
+``--workdir``/probes/``probe-N.malloc`` (pymalloc's arenas and pools, glibc's
+arenas): when ``RssAnon`` grows faster than the live objects, the count of
+arenas against the bytes in allocated blocks says whether it is fragmentation.
+``--trace`` has the host keep a tracemalloc snapshot at each tenth (slow) to find
+what idle sessions retain, and list the cyclic garbage collected just before it
+(its kinds and the frames in it: a cycle through a traceback names its code).
 """
 
 from __future__ import annotations

@@ -490,8 +490,15 @@ class _Env:
             pending.done.wait()
         if pending.promoted:
             self._lead_batch(pending)
-        if pending.error is not None:
-            raise pending.error
+        error, pending.error = pending.error, None
+        if error is not None:
+            # Unlinked first: the error's traceback holds the writer's frames, which
+            # hold ``pending``; kept, every failed write would be cyclic garbage
+            # (pinning its transaction and frames until a full collection).
+            try:
+                raise error
+            finally:
+                del error, pending
         return cast(T, pending.value)
 
     def _lead(self) -> None:
@@ -593,9 +600,12 @@ class _Env:
                     else:
                         error = _map_error(wrapped.failure, op="write", path=self.path)
                     if not (self._full(wrapped.failure) and isinstance(error, StorageFull)):
-                        if error is exc:
-                            raise
-                        raise error from exc
+                        try:
+                            if error is exc:
+                                raise
+                            raise error from exc
+                        finally:
+                            del error  # its traceback holds this frame: no cycle
                     full = error
                 finally:
                     _tls.inside = False
@@ -685,6 +695,10 @@ class _Env:
                     pending.value = result
                 else:
                     pending.error = result
+            # A failed function's traceback reaches this frame (through its callee's
+            # ``f_back``): holding the errors here would make each one cyclic garbage.
+            outcomes.clear()
+            result = None
             return
 
     def _run_child(

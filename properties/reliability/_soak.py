@@ -56,6 +56,7 @@ import sys
 import tempfile
 import threading
 import time
+import types
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -144,16 +145,58 @@ def _thread_names() -> dict[str, int]:
     return dict(sorted(names.items()))
 
 
-def _probe(where: Path, trace: bool) -> None:
-    """Write the host's thread names (and a tracemalloc snapshot when tracing) to
-    ``where`` (``probe-N.json``, ``probe-N.trace``); runs on the loop thread."""
+def _write_garbage(out: IO[str]) -> None:
+    """Collect every generation, keeping what was cyclic garbage, and write its most
+    common kinds and the frames in it (a cycle through a traceback names its code)."""
     import gc  # noqa: PLC0415
+
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        found = gc.collect()
+        kinds = Counter(type(obj).__qualname__ for obj in gc.garbage)
+        frames = Counter(
+            f"{obj.f_code.co_filename.rsplit('/', 1)[-1]}:{obj.f_code.co_qualname}"
+            for obj in gc.garbage
+            if isinstance(obj, types.FrameType)
+        )
+    finally:
+        gc.garbage.clear()
+        gc.set_debug(0)
+    out.write(f"cyclic garbage: {found} objects; {kinds.most_common(25)}\n")
+    out.write(f"frames in it: {frames.most_common(30)}\n")
+
+
+def _write_allocator_stats(out: IO[str]) -> None:
+    """Write pymalloc's arena statistics and glibc's ``malloc_stats``: both print on
+    the C-level stderr, so it points at ``out`` meanwhile."""
+    import ctypes  # noqa: PLC0415
+
+    out.flush()
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(out.fileno(), 2)
+    try:
+        sys._debugmallocstats()
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL("libc.so.6").malloc_stats()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _probe(where: Path, trace: bool) -> None:
+    """Write the host's thread names and its allocators' statistics (``probe-N.json``,
+    ``probe-N.malloc``) to ``where``; when tracing, first collect and describe the
+    cyclic garbage (in the ``.malloc`` file) and keep a tracemalloc snapshot
+    (``probe-N.trace``). Runs on the loop thread."""
     import tracemalloc  # noqa: PLC0415
 
     n = len(list(where.glob("probe-*.json")))
-    if trace:
-        gc.collect()
-        tracemalloc.take_snapshot().dump(str(where / f"probe-{n}.trace"))
+    with (where / f"probe-{n}.malloc").open("w") as out:
+        if trace:
+            _write_garbage(out)
+            tracemalloc.take_snapshot().dump(str(where / f"probe-{n}.trace"))
+        _write_allocator_stats(out)
     temp = where / f"probe-{n}.tmp"
     temp.write_text(json.dumps({"threads": _thread_names()}))
     temp.rename(where / f"probe-{n}.json")

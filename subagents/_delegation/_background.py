@@ -112,29 +112,73 @@ class SubagentContextDelta:
 # -- state shared by every agent on one supervisor ----------------------------------------------
 
 
-class _SharedState:
-    """Per-supervisor memory: child conversations (for continuations) and the attempts
-    the SDK's tools launched whose results the SDK has not delivered yet. Shared by
-    every agent built on the supervisor, so a restored parent (a new agent and
-    context on the same supervisor) finds them. Thread-safe.
+class ChildHistories:
+    """Child conversations kept for continuations: the ``limit`` most recently used,
+    keyed by (session id, agent id), shared by every supervisor on one set of
+    :class:`~actors.SupervisorPools` (a host's: ``[host] max_child_histories``; a
+    supervisor with private pools: its ``SupervisorLimits.max_known_agents``).
 
-    Context deltas are not kept here: the supervisor hands each one out with the
-    delivery that claims its result (``WaitResult.context_delta``). Histories are
-    kept for the ``max_histories`` most recently used agents (the supervisor's
-    ``SupervisorLimits.max_known_agents``); a continuation of a forgotten agent
-    starts from an empty history, as after a process restart.
+    Guaranteed: at most ``limit`` conversations are held, whatever the number of
+    sessions; an evicted one is gone as after a process restart (that agent's next
+    continuation starts from an empty history). Thread-safe: one lock, each critical
+    section a dict operation.
     """
 
-    # Slots, a plain dict (insertion order is the LRU order), no set until the first
-    # launch and one lock for all states (each critical section is a dict or set
-    # operation): a host keeps one of these per session, idle ones included (issue 16).
-    __slots__ = ("histories", "launched", "max_histories")
+    __slots__ = ("_entries", "_lock", "limit")
+
+    def __init__(self, limit: int) -> None:
+        if limit < 0:
+            raise ValueError(f"limit must be at least 0, not {limit}")
+        self.limit = limit
+        # A plain dict: insertion order is the LRU order (least recently used first).
+        self._entries: dict[tuple[str, str], tuple[ModelMessage, ...]] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, session_id: str, agent_id: str) -> tuple[ModelMessage, ...]:
+        """The agent's conversation (now the most recently used), ``()`` if not kept."""
+        key = (session_id, agent_id)
+        with self._lock:
+            messages = self._entries.pop(key, None)
+            if messages is None:
+                return ()
+            self._entries[key] = messages
+            return messages
+
+    def put(self, session_id: str, agent_id: str, messages: tuple[ModelMessage, ...]) -> None:
+        """Keep ``messages`` as the agent's conversation, evicting the least recently used."""
+        key = (session_id, agent_id)
+        with self._lock:
+            self._entries.pop(key, None)
+            self._entries[key] = messages
+            while len(self._entries) > self.limit:
+                del self._entries[next(iter(self._entries))]
+
+
+class _SharedState:
+    """Per-supervisor memory: where its child conversations are kept (for
+    continuations) and the attempts the SDK's tools launched whose results the SDK
+    has not delivered yet. Shared by every agent built on the supervisor, so a
+    restored parent (a new agent and context on the same supervisor) finds them.
+    Thread-safe.
+
+    Context deltas are not kept here: the supervisor hands each one out with the
+    delivery that claims its result (``WaitResult.context_delta``). The histories
+    live in the pools' :class:`ChildHistories`, bounded across every session.
+    """
+
+    # Slots, no set until the first launch and one lock for all states (each critical
+    # section is a set operation): a host keeps one of these per session, idle ones
+    # included (issue 16).
+    __slots__ = ("histories", "launched", "session_id")
 
     lock = threading.Lock()
 
-    def __init__(self, max_histories: int = SupervisorLimits().max_known_agents) -> None:
-        self.max_histories = max_histories
-        self.histories: dict[str, tuple[ModelMessage, ...]] = {}
+    def __init__(self, histories: ChildHistories, session_id: str) -> None:
+        self.histories = histories
+        self.session_id = session_id
         self.launched: set[str] | None = None
 
     def launch(self, attempt_id: str) -> None:
@@ -155,19 +199,10 @@ class _SharedState:
                     self.launched = None
 
     def history(self, agent_id: str) -> tuple[ModelMessage, ...]:
-        with self.lock:
-            messages = self.histories.pop(agent_id, None)
-            if messages is None:
-                return ()
-            self.histories[agent_id] = messages  # most recently used: last
-            return messages
+        return self.histories.get(self.session_id, agent_id)
 
     def remember(self, agent_id: str, messages: tuple[ModelMessage, ...]) -> None:
-        with self.lock:
-            self.histories.pop(agent_id, None)
-            self.histories[agent_id] = messages
-            while len(self.histories) > self.max_histories:
-                del self.histories[next(iter(self.histories))]
+        self.histories.put(self.session_id, agent_id, messages)
 
 
 _STATES_LOCK = threading.Lock()
@@ -200,15 +235,32 @@ def forget_settled_launches(supervisor: BackgroundSubagentSupervisor) -> int:
     return len(settled)
 
 
+def child_histories(supervisor: BackgroundSubagentSupervisor) -> ChildHistories:
+    """The conversations kept for ``supervisor``'s continuations: its pools' (made on
+    first need with ``max_known_agents`` unless the host installed its own)."""
+    with _STATES_LOCK:
+        return _pool_histories(supervisor)
+
+
+def _pool_histories(supervisor: BackgroundSubagentSupervisor) -> ChildHistories:
+    pools = supervisor.pools
+    histories = pools.extension
+    if histories is None:
+        histories = pools.extension = ChildHistories(supervisor.limits.max_known_agents)
+    assert isinstance(histories, ChildHistories)
+    return histories
+
+
 def _shared_state(supervisor: BackgroundSubagentSupervisor | None) -> _SharedState:
     if supervisor is None:
-        return _SharedState()
+        return _SharedState(ChildHistories(SupervisorLimits().max_known_agents), "")
     with _STATES_LOCK:
         # Kept in the supervisor's slot for its layer above, not in a weak mapping: an
         # entry there costs about 140 bytes per session (issue 16).
         state = supervisor.extension
         if state is None:
-            state = supervisor.extension = _SharedState(supervisor.limits.max_known_agents)
+            histories = _pool_histories(supervisor)
+            state = supervisor.extension = _SharedState(histories, supervisor.session_id)
         assert isinstance(state, _SharedState)
         return state
 

@@ -37,6 +37,9 @@ Shape::
     delivery_threads = 2         # threads running completion callbacks
     max_live_attempts = 1024     # background attempts running at once, all sessions;
                                  # one more is refused (HostBusy, retry_after_seconds)
+    max_child_histories = 1024   # child conversations kept for continuations, all
+                                 # sessions, least recently used evicted (a continuation
+                                 # of an evicted agent starts afresh, as after a restart)
 
     [profiles.NAME]
     model_id = "provider:model"  # e.g. "test:echo", "openai-responses:gpt-5"
@@ -149,9 +152,11 @@ class HostSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     heartbeat_threads: int = 2
     delivery_threads: int = 2
     max_live_attempts: int = 1024
+    max_child_histories: int = 1024
     """The host-wide pools every session's supervisor shares (:class:`actors.PoolLimits`):
     the host's thread count is their sum plus the children's loop, whatever the number
-    of sessions; an idle session holds no thread."""
+    of sessions; an idle session holds no thread. ``max_child_histories`` bounds the
+    child conversations kept for continuations across every session."""
 
 
 class ProfileConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -537,6 +542,7 @@ _INT_RANGES = {
     "heartbeat_threads": (1, 64),
     "delivery_threads": (1, 64),
     "max_live_attempts": (1, 1_000_000),
+    "max_child_histories": (0, 1_000_000),
 }
 
 

@@ -20,7 +20,7 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,14 +71,14 @@ from .._agent._context import AgentContext
 from .._agent._ids import RunId
 from .._agent._models import Model
 from .._agent._tools import Tool
-from .._delegation._background import _LAUNCH_KEY, forget_settled_launches
+from .._delegation._background import _LAUNCH_KEY, ChildHistories, forget_settled_launches
 from .._delegation._config import SubagentDelegationMode
 from .._delegation._delivery import DURABLE_RUN_KEY
 from .._errors import AgentError, ModelError, ProviderError, UsageLimitExceeded
 from .._specs._agent_spec import ModelProviderRegistry, default_model_providers
 from ._agents import AgentFactory
 from ._buildinfo import build_commit
-from ._config import HostConfig, ProfileConfig
+from ._config import HostConfig, HostSection, ProfileConfig
 from ._delegation import ASYNC, DISABLED
 from ._eventlog import EventFanout, EventLog, StoreEventLog
 from ._jsonrpc import ERROR_CODES, Binding, Connection, Dispatcher, ErrorCode, RpcError
@@ -289,6 +289,21 @@ def _event_log(store: SessionStore, given: EventLog | None) -> EventLog:
     return given
 
 
+def _shared_pools(host: HostSection) -> SupervisorPools:
+    """The pools every session's supervisor shares, sized by ``[host]``, with the
+    child conversations kept for continuations bounded across every session."""
+    pools = SupervisorPools(
+        PoolLimits(
+            actor_threads=host.actor_threads,
+            heartbeat_threads=host.heartbeat_threads,
+            delivery_threads=host.delivery_threads,
+            max_live_attempts=host.max_live_attempts,
+        )
+    )
+    pools.extension = ChildHistories(host.max_child_histories)
+    return pools
+
+
 class HostService:
     """Every v1 method over one store; run it on one asyncio loop.
 
@@ -353,15 +368,7 @@ class HostService:
         self._supervisor_limits = SupervisorLimits(lease_ttl=self.lease_ttl)  # one, shared
         # Every session's supervisor shares these threads (sized by [host]); an idle one
         # holds none. Stopped by close(), after every supervisor's own shutdown.
-        host = config.host
-        self.pools = SupervisorPools(
-            PoolLimits(
-                actor_threads=host.actor_threads,
-                heartbeat_threads=host.heartbeat_threads,
-                delivery_threads=host.delivery_threads,
-                max_live_attempts=host.max_live_attempts,
-            )
-        )
+        self.pools = _shared_pools(config.host)
         # The delivery engine the supervisors use, for the continuations this host admits.
         self.deliverer = Deliverer(store=store, ids=self.ids, namespace_id=self.namespace_id)
         # Live subscriptions, fed by the store's listener from the committed log.
@@ -594,31 +601,32 @@ class HostService:
         self._live_before, self._touched_before = live, touched
         return sessions
 
-    def _candidate_runs(self) -> list[RunRecord]:
-        """Runs to check: every run on a full scan (startup, then every
+    def _candidate_runs(self) -> Iterator[RunRecord]:
+        """Runs to check: every unfinished run on a full scan (startup, then every
         ``FULL_SCAN_TICKS`` passes), else only the foreign live runs seen before,
         so a pass costs what is live, not the whole history."""
         self._passes += 1
         if self._passes % FULL_SCAN_TICKS != 1:
-            found = []
             for session_id, run_id in list(self._watched):
                 try:
-                    found.append(self.store.load_run(session_id, run_id))
+                    yield self.store.load_run(session_id, run_id)
                 except StoreError:
                     self._watched.discard((session_id, run_id))
-            return found
+            return
         try:
-            sessions = self.store.list_sessions(self.namespace_id)
+            session_ids = [s.session_id for s in self.store.list_sessions(self.namespace_id)]
         except StoreError as exc:
             log.warning("cannot list sessions: %s", exc)
-            return []
-        runs: list[RunRecord] = []
-        for session in sessions:
+            return
+        # One session's runs at a time, finished ones dropped at once: a scan that held
+        # the whole history raised the heap's high-water mark with every session, and
+        # the allocator keeps its arenas (idle sessions cost RSS; issue 16).
+        for session_id in session_ids:
             try:
-                runs.extend(self.store.list_runs(session.session_id))
+                runs = self.store.list_runs(session_id)
             except StoreError:
                 continue
-        return runs
+            yield from (run for run in runs if run.status not in _TERMINAL_RUN)
 
     def _reconcile_runs(self) -> None:
         """Runs left admitted/running by a dead host (admission lease expired) become failed.

@@ -13,6 +13,7 @@ package (``apt-get install faketime``).
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,11 @@ poll = functools.partial(poll_until, timeout=DEADLINE)
 def test_a_host_under_libfaketime_keeps_its_attempt_across_clock_steps(
     tmp_path: Path, hosts: list[HostProc]
 ) -> None:
-    assert LIBFAKETIME.exists(), "install libfaketime: apt-get install faketime"
+    if not LIBFAKETIME.exists():
+        # .ci/run installs it (and sets CI): there a missing library fails, never skips.
+        if os.environ.get("CI"):
+            pytest.fail("install libfaketime: apt-get install faketime")
+        pytest.skip("libfaketime is not installed (apt-get install faketime)")
     config = tmp_path / "host.toml"
     config.write_text(planner_config("gated:x", lease_ttl=LEASE_TTL))
     offset = tmp_path / "faketime"

@@ -4,20 +4,18 @@ and closing meets the shutdown deadline at that session count."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import threading
 import time
-from typing import Any
 
 import pytest
 from host_helpers import CONFIG, memory_service
 
-from actors._messages import WatchRequest
+from statemachines import RunStatus
+from storage import AdmissionLease, RunRecord, SessionRecord
 from subagents import HostConfigError
-from subagents._delegation._background import _shared_state
 from subagents._host import parse_host_config
-from subagents._host._service import SWEEP_TICKS
+from subagents._host._service import _transition
 
 SESSIONS = 300
 POOLS = """
@@ -68,6 +66,7 @@ async def test_idle_sessions_cost_the_pools_not_threads_per_session() -> None:
         ("heartbeat_threads", 65),
         ("delivery_threads", 0),
         ("max_live_attempts", 0),
+        ("max_child_histories", -1),
     ],
 )
 def test_a_pool_bound_out_of_range_is_refused_naming_its_key(key: str, value: int) -> None:
@@ -85,94 +84,61 @@ def test_the_pool_bounds_reach_the_shared_pools() -> None:
     assert limits.max_live_attempts == 7
 
 
-async def test_an_idle_host_sweeps_every_few_ticks_and_at_once_after_an_end() -> None:
-    service = memory_service(CONFIG)  # not started: the ticks are driven here
-    try:
-        await service.maintain()  # a direct call always sweeps
-        assert [service._sweep_due() for _ in range(SWEEP_TICKS - 1)] == [False] * 9
-        assert service._sweep_due()  # the backstop for what other hosts did
-        await service.maintain(sweep=True)
-        assert not service._sweep_due()
-        supervisor = service.supervisor("session-1")
-        accepted = await supervisor.delegate("research", "task")
-        assert (await supervisor.wait(accepted.attempt_id, 10)).status == "completed"
-        # An attempt ended here: the next tick sweeps the sessions active here.
-        assert service._sweep_due() is None
-    finally:
-        await service.close()
+def test_the_child_history_budget_is_the_hosts_and_every_session_shares_it() -> None:
+    from subagents._delegation._background import child_histories
+
+    text = CONFIG.replace("lease_ttl = 5.0", "lease_ttl = 5.0\nmax_child_histories = 3")
+    service = memory_service(text)
+    budgets = {id(child_histories(service.supervisor(f"s{n}"))) for n in range(4)}
+    assert budgets == {id(service.pools.extension)}
+    assert child_histories(service.supervisor("s0")).limit == 3
+    assert memory_service(CONFIG).pools.extension.limit == 1024  # type: ignore[attr-defined]
 
 
-async def test_a_sweep_after_an_end_reads_only_the_sessions_active_here() -> None:
-    """Before: every tick after an end (and every run's end) listed the pending
-    results of the whole namespace, a scan of every session that ever delegated."""
-    service = memory_service(CONFIG)  # not started: the ticks are driven here
-    try:
-        for n in range(5):  # sessions that delegated earlier and went idle
-            supervisor = service.supervisor(f"idle-{n}")
-            accepted = await supervisor.delegate("research", "task")
-            await supervisor.wait(accepted.attempt_id, 10)
-        await service.maintain()  # a whole sweep
-        await service.maintain(sweep=None)  # the last to read the sessions touched before
-        supervisor = service.supervisor("busy")
-        await supervisor.info()  # started (its start counts its own pending results)
-        asked: list[str | None] = []
-        listed = service.store.list_pending_attempts
-
-        def spy(namespace_id: str, session_id: str | None = None) -> list[Any]:
-            asked.append(session_id)
-            return listed(namespace_id, session_id)
-
-        service.store.list_pending_attempts = spy  # type: ignore[method-assign]
-        accepted = await supervisor.delegate("research", "task")
-        await supervisor.wait(accepted.attempt_id, 10)
-        sweep = service._sweep_due()
-        assert sweep is None
-        await service.maintain(sweep=sweep)
-        assert asked == ["busy"]
-    finally:
-        await service.close()
-
-
-async def test_an_idle_supervisor_hibernates_and_serves_its_session_again() -> None:
-    """Issue 16: an idle session keeps its supervisor but not its actor."""
+def test_a_full_scan_reads_one_session_at_a_time_and_keeps_only_unfinished_runs() -> None:
+    # The scan for runs a dead host left once held every run of every session at
+    # once: the heap's high-water mark grew with the history (issue 16).
     service = memory_service(CONFIG)
-    try:
-        supervisor = service.supervisor("session-1")
-        accepted = await supervisor.delegate("research", "task")
-        assert (await supervisor.wait(accepted.attempt_id, 10)).status == "completed"
-        assert supervisor.awake
-        assert await service.hibernate_idle() == 1
-        assert not supervisor.awake
-        assert service.supervisor("session-1") is supervisor  # kept for the lifetime
-        again = await supervisor.delegate("research", "more", agent_id=accepted.agent_id)
-        assert again.status == "continued"
-        assert (await supervisor.wait(again.attempt_id, 10)).status == "completed"
-    finally:
-        await service.close()
+    store, now = service.store, service.clock.now()
+    for n in range(3):
+        sid = f"s{n}"
+        store.create_session(
+            SessionRecord(session_id=sid, namespace_id="default", created_at=now, updated_at=now)
+        )
+        for name in ("done", "live"):  # one live run per session at a time
+            lease = AdmissionLease(
+                admission_id=f"adm-{sid}-{name}",
+                host_instance_id="another-host",
+                fencing_generation=1,
+                lease_expires_at=now + 500.0,
+            )
+            store.admit_run(
+                RunRecord(
+                    session_id=sid,
+                    run_id=f"{sid}-{name}",
+                    created_at=now,
+                    updated_at=now,
+                    admission_lease=lease,
+                )
+            )
+            if name == "done":
+                _transition(
+                    store,
+                    sid,
+                    f"{sid}-done",
+                    RunStatus.FAILED,
+                    admission_id=lease.admission_id,
+                    event_data={},
+                )
+    read: list[str] = []
+    list_runs = store.list_runs
 
+    def counted(session_id: str) -> list[RunRecord]:
+        read.append(session_id)
+        return list_runs(session_id)
 
-async def test_hibernation_forgets_launches_delivered_elsewhere() -> None:
-    """Issue 16. Before: an idle session kept the ids (and their set) of the attempts
-    its parent's background tools launched after another consumer (a continuation
-    run, a ``wait``) delivered them, until a next parent turn that may never come.
-    A result still pending stays launched (the next turn delivers it)."""
-    service = memory_service(CONFIG)
-    try:
-        supervisor = service.supervisor("session-1")
-        state = _shared_state(supervisor)
-        delivered = await supervisor.delegate("research", "one")
-        state.launch(delivered.attempt_id)
-        assert (await supervisor.wait(delivered.attempt_id, 10)).status == "completed"
-        pending = await supervisor.delegate("research", "two")
-        state.launch(pending.attempt_id)
-        watched = supervisor._ask(WatchRequest(attempt_id=pending.attempt_id)).result(10)
-        assert await asyncio.wrap_future(watched[2]) == "terminal"
-
-        assert await service.hibernate_idle() == 1
-
-        assert state.launched_ids() == {pending.attempt_id}
-        assert (await supervisor.wait(pending.attempt_id, 10)).status == "completed"
-        assert await service.hibernate_idle() == 1
-        assert state.launched is None  # no set left behind
-    finally:
-        await service.close()
+    store.list_runs = counted  # type: ignore[method-assign]
+    scan = service._candidate_runs()  # the first pass: a full scan
+    first = next(scan)
+    assert (first.run_id, read) == ("s0-live", ["s0"])
+    assert [run.run_id for run in scan] == ["s1-live", "s2-live"]

@@ -7,6 +7,7 @@ file covers what only the LMDB backend has to get right.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import subprocess
@@ -467,6 +468,33 @@ def test_a_raising_write_in_a_batch_leaves_nothing_and_the_others_commit(
     assert isinstance(error, RuntimeError)
     assert str(error) == "boom"
     assert _keys(backend) == [b"a", b"b", b"holder"]
+
+
+def test_failed_writes_alone_and_in_a_batch_leave_no_cyclic_garbage(opened: Opened) -> None:
+    # A failed write's traceback reaches the writer's frames; were they to hold the
+    # error, each failure would wait for a full collection, pinning its frames and
+    # transaction: a long-lived host's heap grew with every refused claim (issue 16).
+    backend = opened.backend()
+
+    def boom(txn: Txn) -> None:
+        txn.put("t", b"boom-part", b"1")
+        raise RuntimeError("boom")
+
+    gc.collect()
+    gc.disable()
+    try:
+        with pytest.raises(RuntimeError, match="boom"):
+            backend.write(boom)
+        batch = Batch(backend)
+        batch.hold()
+        batch.queue({"a": _put(b"a"), "boom": boom, "b": _put(b"b")})
+        batch.finish()
+        assert isinstance(batch.results.pop("boom"), RuntimeError)
+        batch.results.clear()
+        garbage = gc.collect()
+    finally:
+        gc.enable()
+    assert garbage == 0
 
 
 def test_a_write_that_overflows_the_map_in_a_batch_fails_alone(opened: Opened) -> None:

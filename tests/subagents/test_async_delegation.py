@@ -848,17 +848,44 @@ async def test_supervisor_limits_reach_the_model_as_typed_tool_errors(
 
 
 def test_the_sdk_keeps_child_histories_for_the_most_recently_used_agents_only() -> None:
-    from subagents._delegation._background import _SharedState
+    from subagents._delegation._background import ChildHistories
 
-    state = _SharedState(max_histories=3)
+    histories = ChildHistories(limit=3)
     for n in range(10):
-        state.remember(f"agent-{n}", (f"m{n}",))  # type: ignore[arg-type]
+        histories.put("s", f"agent-{n}", (f"m{n}",))  # type: ignore[arg-type]
         if n >= 1:
-            state.history("agent-0")  # used: kept while others are forgotten
+            histories.get("s", "agent-0")  # used: kept while others are forgotten
 
-    assert list(state.histories) == ["agent-8", "agent-9", "agent-0"]
-    assert state.history("agent-0") == ("m0",)
-    assert state.history("agent-5") == ()  # forgotten: a continuation starts afresh
+    assert len(histories) == 3
+    assert histories.get("s", "agent-0") == ("m0",)
+    assert histories.get("s", "agent-9") == ("m9",)
+    assert histories.get("s", "agent-5") == ()  # forgotten: a continuation starts afresh
+    assert histories.get("other-session", "agent-0") == ()  # keyed by session too
+
+
+def test_supervisors_sharing_pools_share_one_history_budget() -> None:
+    # A host's sessions share the bound: it holds at most that many conversations,
+    # however many sessions delegated (issue 16), the least recently used evicted.
+    from actors import SupervisorPools
+    from subagents._delegation._background import (
+        BackgroundSubagentRunner,
+        ChildHistories,
+        child_histories,
+    )
+    from subagents._delegation._registry import SubagentRegistry
+
+    pools = SupervisorPools()
+    pools.extension = ChildHistories(limit=2)
+    sessions = [BackgroundSubagentSupervisor(session_id=f"s{n}", pools=pools) for n in range(3)]
+    states = [BackgroundSubagentRunner(SubagentRegistry(), s)._state for s in sessions]
+    for n, state in enumerate(states):
+        state.remember("child", (f"m{n}",))  # type: ignore[arg-type]
+
+    assert child_histories(sessions[0]) is pools.extension
+    assert [state.history("child") for state in states] == [(), ("m1",), ("m2",)]
+    own = BackgroundSubagentSupervisor(limits=SupervisorLimits(max_known_agents=5))
+    assert child_histories(own).limit == 5  # private pools: its own budget
+    pools.stop(5.0)
 
 
 # ----------------------------------------------------------------------- who may call the tools
