@@ -8,7 +8,6 @@ running past its caller's deadline. Run in a child process: pytest replaces
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
 import textwrap
@@ -45,7 +44,7 @@ _CHILD = textwrap.dedent(
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM", "SIGHUP"])
 def test_an_interrupt_swallowed_by_a_gc_callback_is_delivered_again(sig: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-c", _CHILD, sig], capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", _CHILD, sig], check=False, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 130, done.stdout + done.stderr
     assert done.stdout.strip() == f"interrupted by {sig}"
@@ -65,5 +64,7 @@ def test_the_old_handlers_and_unraisable_hook_come_back() -> None:
         print("restored")
         """
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=60
+    )
     assert done.stdout.strip() == "restored", done.stderr
