@@ -4,18 +4,22 @@ and closing meets the shutdown deadline at that session count."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 import time
+from typing import Any
 
 import pytest
 from host_helpers import CONFIG, memory_service
 
+from actors._messages import WatchRequest
 from statemachines import RunStatus
 from storage import AdmissionLease, RunRecord, SessionRecord
 from subagents import HostConfigError
+from subagents._delegation._background import _shared_state
 from subagents._host import parse_host_config
-from subagents._host._service import _transition
+from subagents._host._service import SWEEP_TICKS, _transition
 
 SESSIONS = 300
 POOLS = """
@@ -142,3 +146,96 @@ def test_a_full_scan_reads_one_session_at_a_time_and_keeps_only_unfinished_runs(
     first = next(scan)
     assert (first.run_id, read) == ("s0-live", ["s0"])
     assert [run.run_id for run in scan] == ["s1-live", "s2-live"]
+
+
+async def test_an_idle_host_sweeps_every_few_ticks_and_at_once_after_an_end() -> None:
+    service = memory_service(CONFIG)  # not started: the ticks are driven here
+    try:
+        await service.maintain()  # a direct call always sweeps
+        assert [service._sweep_due() for _ in range(SWEEP_TICKS - 1)] == [False] * 9
+        assert service._sweep_due()  # the backstop for what other hosts did
+        await service.maintain(sweep=True)
+        assert not service._sweep_due()
+        supervisor = service.supervisor("session-1")
+        accepted = await supervisor.delegate("research", "task")
+        assert (await supervisor.wait(accepted.attempt_id, 10)).status == "completed"
+        # An attempt ended here: the next tick sweeps the sessions active here.
+        assert service._sweep_due() is None
+    finally:
+        await service.close()
+
+
+async def test_a_sweep_after_an_end_reads_only_the_sessions_active_here() -> None:
+    """Before: every tick after an end (and every run's end) listed the pending
+    results of the whole namespace, a scan of every session that ever delegated."""
+    service = memory_service(CONFIG)  # not started: the ticks are driven here
+    try:
+        for n in range(5):  # sessions that delegated earlier and went idle
+            supervisor = service.supervisor(f"idle-{n}")
+            accepted = await supervisor.delegate("research", "task")
+            await supervisor.wait(accepted.attempt_id, 10)
+        await service.maintain()  # a whole sweep
+        await service.maintain(sweep=None)  # the last to read the sessions touched before
+        supervisor = service.supervisor("busy")
+        await supervisor.info()  # started (its start counts its own pending results)
+        asked: list[str | None] = []
+        listed = service.store.list_pending_attempts
+
+        def spy(namespace_id: str, session_id: str | None = None) -> list[Any]:
+            asked.append(session_id)
+            return listed(namespace_id, session_id)
+
+        service.store.list_pending_attempts = spy  # type: ignore[method-assign]
+        accepted = await supervisor.delegate("research", "task")
+        await supervisor.wait(accepted.attempt_id, 10)
+        sweep = service._sweep_due()
+        assert sweep is None
+        await service.maintain(sweep=sweep)
+        assert asked == ["busy"]
+    finally:
+        await service.close()
+
+
+async def test_an_idle_supervisor_hibernates_and_serves_its_session_again() -> None:
+    """Issue 16: an idle session keeps its supervisor but not its actor."""
+    service = memory_service(CONFIG)
+    try:
+        supervisor = service.supervisor("session-1")
+        accepted = await supervisor.delegate("research", "task")
+        assert (await supervisor.wait(accepted.attempt_id, 10)).status == "completed"
+        assert supervisor.awake
+        assert await service.hibernate_idle() == 1
+        assert not supervisor.awake
+        assert service.supervisor("session-1") is supervisor  # kept for the lifetime
+        again = await supervisor.delegate("research", "more", agent_id=accepted.agent_id)
+        assert again.status == "continued"
+        assert (await supervisor.wait(again.attempt_id, 10)).status == "completed"
+    finally:
+        await service.close()
+
+
+async def test_hibernation_forgets_launches_delivered_elsewhere() -> None:
+    """Issue 16. Before: an idle session kept the ids (and their set) of the attempts
+    its parent's background tools launched after another consumer (a continuation
+    run, a ``wait``) delivered them, until a next parent turn that may never come.
+    A result still pending stays launched (the next turn delivers it)."""
+    service = memory_service(CONFIG)
+    try:
+        supervisor = service.supervisor("session-1")
+        state = _shared_state(supervisor)
+        delivered = await supervisor.delegate("research", "one")
+        state.launch(delivered.attempt_id)
+        assert (await supervisor.wait(delivered.attempt_id, 10)).status == "completed"
+        pending = await supervisor.delegate("research", "two")
+        state.launch(pending.attempt_id)
+        watched = supervisor._ask(WatchRequest(attempt_id=pending.attempt_id)).result(10)
+        assert await asyncio.wrap_future(watched[2]) == "terminal"
+
+        assert await service.hibernate_idle() == 1
+
+        assert state.launched_ids() == {pending.attempt_id}
+        assert (await supervisor.wait(pending.attempt_id, 10)).status == "completed"
+        assert await service.hibernate_idle() == 1
+        assert state.launched is None  # no set left behind
+    finally:
+        await service.close()
