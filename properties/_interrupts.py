@@ -22,6 +22,7 @@ from typing import Any
 __all__ = ["termination_interrupts"]
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_NAMES = {sig.name: int(sig) for sig in _STOP_SIGNALS}
 
 
 class _Redeliverer:
@@ -71,17 +72,17 @@ def termination_interrupts() -> Iterator[None]:
         yield
         return
     redeliver = _Redeliverer()
-    requested: set[int] = set()
 
     def interrupt(signum: int, frame: FrameType | None) -> None:
-        requested.add(signum)
         raise KeyboardInterrupt(signal.Signals(signum).name)
 
     previous_hook = sys.unraisablehook
 
     def unraisable(info: Any) -> None:
-        if isinstance(info.exc_value, KeyboardInterrupt) and requested:
-            redeliver.resend(max(requested))
+        # Ours carry the signal's name: the lost one is the one to send again.
+        exc = info.exc_value
+        if isinstance(exc, KeyboardInterrupt) and exc.args and exc.args[0] in _NAMES:
+            redeliver.resend(_NAMES[exc.args[0]])
             return
         previous_hook(info)
 
