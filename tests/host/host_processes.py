@@ -177,14 +177,22 @@ class HostProc:
             self.stop()
 
 
-def poll_until(what: str, probe: Callable[[], Any], timeout: float) -> Any:
-    """``probe()`` until it returns something truthy, or fail at the deadline."""
+def poll_until(
+    what: str,
+    probe: Callable[[], Any],
+    timeout: float,
+    explain: Callable[[], object] | None = None,
+) -> Any:
+    """``probe()`` until it returns something truthy, or fail at the deadline (the
+    message adds ``explain()``: the state that the wait found instead)."""
     deadline = time.monotonic() + timeout
     while True:
         found = probe()
         if found:
             return found
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        if time.monotonic() >= deadline:
+            found_instead = f"; found: {explain()!r}" if explain is not None else ""
+            raise AssertionError(f"timed out waiting for {what}{found_instead}")
         time.sleep(PROBE)  # the probe interval of a bounded poll
 
 

@@ -3,8 +3,9 @@
 Hosts A, B and C (``serve --stdio --store postgresql://...``, owners
 ``host-a``/``host-b``/``host-c``) each run a parent in a session of their own
 that delegates in the background to a gated child (it runs until that host's
-release file appears); B's child is released at once. Each host owns its own
-session's attempt. Then:
+release file appears); B's child is released once B's parent run has completed
+(released earlier, its result may reach the parent's own next turn in-band, and
+no continuation follows). Each host owns its own session's attempt. Then:
 
 1. A is SIGKILLed mid-attempt. Once its lease lapses at database time, a
    surviving host records the attempt as failed / ``host_process_lost`` and
@@ -100,7 +101,9 @@ def lost_and_delivered(
     assert lost.terminal_at >= lost.owner_lease.lease_expires_at  # only once it lapsed
     assert lost.terminal_fingerprint is not None
     run: RunRecord = poll(
-        f"the {owner} attempt's continuation", lambda: delivered_once(store, session_id)
+        f"the {owner} attempt's continuation",
+        lambda: delivered_once(store, session_id),
+        explain=lambda: attempt_of(store, session_id),
     )
     assert "host process lost" in run.input[0].text
     assert (run.output_preview or "").startswith("continued: ")
@@ -132,7 +135,6 @@ def test_hosts_on_one_database_survive_a_killed_host_and_fence_out_a_stale_one(
     config = tmp_path / "host.toml"
     config.write_text(CONFIG)
     release = {name: tmp_path / f"release-{name}" for name in "abc"}
-    release["b"].touch()  # B's child finishes at once: the undisturbed path
     common = ("--config", str(config), "--store", url, "--tick", TICK)
 
     def start(name: str) -> HostProc:
@@ -172,6 +174,10 @@ def test_hosts_on_one_database_survive_a_killed_host_and_fence_out_a_stale_one(
                 return len(runs) == 1 and str(runs[0].status) == "completed"
 
             poll(f"host {name}'s parent run", parent_done)
+        # B's child ends only now, after its parent run: the undisturbed path, a
+        # continuation. Released before, the child could finish while the parent still
+        # ran, and the parent's next turn takes the result in-band (no continuation).
+        release["b"].touch()
         for name in "ac":
 
             def running(session_id: str = f"s-{name}") -> AttemptRecord | None:
@@ -181,7 +187,11 @@ def test_hosts_on_one_database_survive_a_killed_host_and_fence_out_a_stale_one(
             record: AttemptRecord = poll(f"host {name}'s attempt running", running)
             assert record.owner_lease.host_instance_id == f"host-{name}"
             assert record.owner_lease.fencing_generation == generations[name]
-        b_run: RunRecord = poll("host B's own delivery", lambda: delivered_once(store, "s-b"))
+        b_run: RunRecord = poll(
+            "host B's own delivery",
+            lambda: delivered_once(store, "s-b"),
+            explain=lambda: attempt_of(store, "s-b"),
+        )
         assert CHILD_OUTPUT in b_run.input[0].text
         b_attempt = store.load_attempt(b_run.metadata["async_subagent.attempt_id"])
         assert str(b_attempt.execution_status) == "completed"
