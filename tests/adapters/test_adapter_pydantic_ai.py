@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -132,22 +133,44 @@ def _caller(toolset: Any) -> Any:
     return call
 
 
+def _gated_child(text: str, gate: asyncio.Event) -> PydanticAgent[None, str]:
+    """A child whose one tool call returns only once ``gate`` is set."""
+    agent = PydanticAgent(PydanticTestModel(custom_output_text=text), name="pai")
+
+    @agent.tool_plain
+    async def lookup(q: str) -> str:
+        await gate.wait()
+        return f"found {q}"
+
+    return agent
+
+
 async def test_a_pydantic_ai_parent_delegates_in_the_background_and_waits(
     make_supervisor: Factory,
 ) -> None:
+    # The child ends only once the parent's model asked to wait. Ended before the
+    # parent's next step, its result is delivered at that step instead, and the wait
+    # finds it delivered (test_..._at_its_next_step_without_waiting, below).
+    loop = asyncio.get_running_loop()
+    release = asyncio.Event()
     toolset = delegation_toolset(
-        [SubagentConfig("research", PydanticAIChild(_child("from the child")))],
+        [SubagentConfig("research", PydanticAIChild(_gated_child("from the child", release)))],
         supervisor=make_supervisor(),
     )
-    parent = PydanticAgent(PydanticFunctionModel(_delegate_then_wait()), toolsets=[toolset])
+    model = _delegate_then_wait(on_wait=lambda: loop.call_soon_threadsafe(release.set))
+    parent = PydanticAgent(PydanticFunctionModel(model), toolsets=[toolset])
     result = await parent.run("plan")
 
     assert result.output == "parent got: from the child"
     assert toolset.subagents_context.usage.requests == 2  # the child's requests
 
 
-def _delegate_then_wait(attempt_id: str | None = None) -> Any:
-    """A pydantic-ai parent model: delegate (unless given an attempt), wait twice, answer."""
+def _delegate_then_wait(
+    attempt_id: str | None = None, on_wait: Callable[[], object] | None = None
+) -> Any:
+    """A pydantic-ai parent model: delegate (unless given an attempt), wait twice, answer;
+    ``on_wait()`` is called as it asks for the first wait (on whichever thread
+    pydantic-ai runs the model function)."""
 
     def answer(messages: list[pm.ModelMessage], info: AgentInfo) -> pm.ModelResponse:
         returns = [
@@ -161,6 +184,8 @@ def _delegate_then_wait(attempt_id: str | None = None) -> Any:
             known = returns[0].content["attempt_id"]
             returns = returns[1:]
         if len(returns) < 2:
+            if not returns and on_wait is not None:
+                on_wait()
             wait = {"attempt_id": known, "timeout_seconds": 30}
             return pm.ModelResponse(parts=[pm.ToolCallPart("wait_subagent", wait)])
         results = [r.content.get("result") for r in returns]
