@@ -17,6 +17,17 @@ before handing it to LMDB (:func:`preflight`):
   pure Python, never maps the file): every reachable page is sound and
   stores its own number. Any finding refuses the file.
 
+A store shared by several processes (``shared=True`` host data directories)
+may be committed to by another process while these checks read the file: the
+walk then mixes two snapshots and finds damage that is not there (every walk
+did, beside a writer committing in a loop). So a check that refuses is
+believed only if the committed txnid was the same before and after it (no
+commit ended meanwhile, so the snapshot it read was whole: LMDB writes only
+pages that the last commit does not reach). Otherwise it is made again, up to
+:data:`CHECK_TRIES` times; when every try raced a commit, the file is in use
+by live writers that map it, the checks that could not be made are skipped
+and a warning is logged (``subagents.storage``).
+
 Every refusal is :class:`~storage.StoreRefused` with ``path``, ``reason`` and
 a one-line ``fix``. The format parsed is LMDB 0.9 on a 64-bit little-endian
 host (the one py-lmdb bundles); anything else is refused as foreign.
@@ -30,6 +41,7 @@ whole (sealed); what is lost is the last commit.
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
 import struct
@@ -59,6 +71,10 @@ META_BYTES = PAGE_HEADER + _META.size
 
 DEFAULT_VERIFY_BYTES = 16 << 20
 """Files up to this size are walked by the full verifier on every open (~0.1 s)."""
+CHECK_TRIES = 5
+"""Checks of a file that another process commits to, before they are given up."""
+
+log = logging.getLogger("subagents.storage")
 
 
 @dataclass(frozen=True)
@@ -196,6 +212,37 @@ def preflight(directory: str, *, verify_bytes: int = DEFAULT_VERIFY_BYTES) -> St
             )
         return None
     _tighten(data)
+    for _ in range(CHECK_TRIES):
+        before = _txnids(data)
+        try:
+            _check_file(data, verify_bytes)
+        except StoreRefused:
+            if _txnids(data) == before:
+                raise  # no commit ended during the check: what it found is there
+            continue  # it raced another process's commit: check again
+        return marker
+    log.warning(
+        "%s: every check of the file raced a commit of another process; "
+        "checks skipped (the file is in use)",
+        data,
+    )
+    return marker
+
+
+def _txnids(path: str) -> tuple[int | None, int | None]:
+    """Both meta pages' txnids as they are now (``None``: not a meta page)."""
+    with open(path, "rb") as handle:
+        head = handle.read(META_BYTES)
+        first = parse_meta(head, 0)
+        if first is None or not 512 <= first.psize <= 65536:
+            return None, None
+        handle.seek(first.psize)
+        second = parse_meta(handle.read(META_BYTES), 0)
+    return first.txnid, second.txnid if second is not None else None
+
+
+def _check_file(data: str, verify_bytes: int) -> None:
+    """The checks of ``data`` itself (see the module docstring); ``StoreRefused``."""
     size = os.stat(data).st_size
     if size == 0:
         raise _refuse(
@@ -208,4 +255,3 @@ def preflight(directory: str, *, verify_bytes: int = DEFAULT_VERIFY_BYTES) -> St
     needed = (meta.last_pg + 1) * meta.psize
     if size < needed or size <= verify_bytes:
         _verify(data, size, needed)
-    return marker
