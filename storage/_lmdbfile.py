@@ -116,16 +116,24 @@ def parse_meta(buf: bytes, offset: int) -> Meta | None:
     )
 
 
+def _meta_pages(path: str) -> tuple[Meta | None, Meta | None]:
+    """Both meta pages as the file holds them now (``None``: not a meta page; the
+    second is read only behind a first of a plausible page size)."""
+    with open(path, "rb") as handle:
+        first = parse_meta(handle.read(META_BYTES), 0)
+        psize = first.psize if first is not None else 0
+        if psize < 512 or psize > 65536 or psize & (psize - 1):
+            return None, None
+        handle.seek(psize)
+        return first, parse_meta(handle.read(META_BYTES), 0)
+
+
 def committed_meta(path: str, size: int) -> Meta:
     """The meta page LMDB would use, checked against the file's size (see module doc)."""
-    with open(path, "rb") as handle:
-        head = handle.read(META_BYTES)
-        first = parse_meta(head, 0)
-        psize = first.psize if first is not None else 0
-        if first is None or psize < 512 or psize > 65536 or psize & (psize - 1):
-            raise _refuse(path, f"{path} is not an LMDB database (meta page 0)", "bad meta page")
-        handle.seek(psize)
-        second = parse_meta(handle.read(META_BYTES), 0)
+    first, second = _meta_pages(path)
+    if first is None:
+        raise _refuse(path, f"{path} is not an LMDB database (meta page 0)", "bad meta page")
+    psize = first.psize
     if second is None or second.psize != psize:
         raise _refuse(path, f"{path} has a damaged meta page 1", "bad meta page")
     meta = second if second.txnid > first.txnid else first
@@ -231,14 +239,8 @@ def preflight(directory: str, *, verify_bytes: int = DEFAULT_VERIFY_BYTES) -> St
 
 def _txnids(path: str) -> tuple[int | None, int | None]:
     """Both meta pages' txnids as they are now (``None``: not a meta page)."""
-    with open(path, "rb") as handle:
-        head = handle.read(META_BYTES)
-        first = parse_meta(head, 0)
-        if first is None or not 512 <= first.psize <= 65536:
-            return None, None
-        handle.seek(first.psize)
-        second = parse_meta(handle.read(META_BYTES), 0)
-    return first.txnid, second.txnid if second is not None else None
+    first, second = _meta_pages(path)
+    return (first.txnid if first else None, second.txnid if second else None)
 
 
 def _check_file(data: str, verify_bytes: int) -> None:
