@@ -33,11 +33,16 @@ from subagents.adapters.pydantic_ai import PydanticAIChild, delegation_toolset
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _child(text: str = "child says hi") -> PydanticAgent[None, str]:
+def _child(
+    text: str = "child says hi", gate: asyncio.Event | None = None
+) -> PydanticAgent[None, str]:
+    """A pydantic-ai child with one tool; with ``gate``, the tool returns once it is set."""
     agent = PydanticAgent(PydanticTestModel(custom_output_text=text), name="pai")
 
     @agent.tool_plain
-    def lookup(q: str) -> str:
+    async def lookup(q: str) -> str:
+        if gate is not None:
+            await gate.wait()
         return f"found {q}"
 
     return agent
@@ -133,18 +138,6 @@ def _caller(toolset: Any) -> Any:
     return call
 
 
-def _gated_child(text: str, gate: asyncio.Event) -> PydanticAgent[None, str]:
-    """A child whose one tool call returns only once ``gate`` is set."""
-    agent = PydanticAgent(PydanticTestModel(custom_output_text=text), name="pai")
-
-    @agent.tool_plain
-    async def lookup(q: str) -> str:
-        await gate.wait()
-        return f"found {q}"
-
-    return agent
-
-
 async def test_a_pydantic_ai_parent_delegates_in_the_background_and_waits(
     make_supervisor: Factory,
 ) -> None:
@@ -154,7 +147,7 @@ async def test_a_pydantic_ai_parent_delegates_in_the_background_and_waits(
     loop = asyncio.get_running_loop()
     release = asyncio.Event()
     toolset = delegation_toolset(
-        [SubagentConfig("research", PydanticAIChild(_gated_child("from the child", release)))],
+        [SubagentConfig("research", PydanticAIChild(_child("from the child", release)))],
         supervisor=make_supervisor(),
     )
     model = _delegate_then_wait(on_wait=lambda: loop.call_soon_threadsafe(release.set))
