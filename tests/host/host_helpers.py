@@ -34,6 +34,33 @@ SCRIPTED = Path(__file__).with_name("scripted_host.py")
 ASYNC_CONFIG = planner_config("gated:x")
 TIMEOUT = 30.0
 
+DELEGATING = REPO / "examples" / "delegating.toml"
+"""The offline example host config: ``script:parent=researcher`` delegates to a
+``script:worker=researcher`` child that works 0.3 s."""
+
+
+def gated_delegating() -> str:
+    """``examples/delegating.toml`` with a researcher that answers only once
+    ``$SUBAGENTS_SCRIPT_GATES/researcher.release`` exists (``script:gated``).
+
+    A test that expects a continuation run releases it after the parent's run
+    completed: a result that arrives while that run is live is handed to the
+    parent in-band instead (" Meanwhile a result arrived: ..."), and no
+    continuation run is admitted; an ungated child can finish that early on a
+    loaded machine."""
+    text = DELEGATING.read_text()
+    gated = text.replace('"script:worker=researcher"', '"script:gated=researcher"')
+    assert gated != text, "the example's researcher is no longer script:worker=researcher"
+    return gated
+
+
+def gated_config(directory: Path) -> Path:
+    """:func:`gated_delegating` written to ``directory/gated.toml``, for ``--config``."""
+    path = directory / "gated.toml"
+    path.write_text(gated_delegating())
+    return path
+
+
 CONFIG = """
 [host]
 lease_ttl = 5.0
