@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from host_helpers import REPO, cli_env, run_cli
+from host_helpers import REPO, cli_env, gated_config, run_cli
 
 from subagents._cli._chat import run_chat
 
@@ -25,14 +25,6 @@ EXAMPLE = REPO / "examples" / "delegating.toml"
 
 def _chat(*args: str) -> list[str]:
     return [sys.executable, "-m", "subagents._cli", "chat", *args]
-
-
-def gated_config(tmp_path: Path) -> Path:
-    """The delegating example with a researcher that waits for its gate file."""
-    text = EXAMPLE.read_text().replace("script:worker=researcher", "script:gated=researcher")
-    path = tmp_path / "gated.toml"
-    path.write_text(text)
-    return path
 
 
 def test_slash_commands_are_not_prompts() -> None:
@@ -46,22 +38,35 @@ def test_slash_commands_are_not_prompts() -> None:
 
 
 class _Screen(io.StringIO):
-    """A console file that says when a background result has been drawn."""
+    """A console file that says when the parent's answer was followed by a fresh
+    prompt, and when a background result has been drawn."""
 
     def __init__(self) -> None:
         super().__init__()
+        self.prompting_again = threading.Event()
         self.result_shown = threading.Event()
 
     def write(self, text: str) -> int:
         written = super().write(text)
-        if "background result" in self.getvalue():
+        value = self.getvalue()
+        answer = value.find("parent> ")
+        if answer >= 0 and "you> " in value[answer:]:
+            self.prompting_again.set()
+        if "background result" in value:
             self.result_shown.set()
         return written
 
 
-def test_a_late_result_moves_the_prompt_below_it() -> None:
+def test_a_late_result_moves_the_prompt_below_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from rich.console import Console
 
+    # The researcher answers once released, while "you> " waits: ended while the
+    # parent's run was live, its result would be handed over in-band, above the answer.
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    monkeypatch.setenv("SUBAGENTS_SCRIPT_GATES", str(gates))
     screen = _Screen()
     read, write = os.pipe()
     stdin = os.fdopen(read, "r")
@@ -70,7 +75,7 @@ def test_a_late_result_moves_the_prompt_below_it() -> None:
     thread = threading.Thread(
         target=lambda: status.append(
             run_chat(
-                config=str(EXAMPLE),
+                config=str(gated_config(tmp_path)),
                 stdin=stdin,
                 console=Console(file=screen, width=200, highlight=False),
                 interactive=True,
@@ -81,8 +86,12 @@ def test_a_late_result_moves_the_prompt_below_it() -> None:
     try:
         writer.write("collect facts\n")
         writer.flush()
+        assert screen.prompting_again.wait(60), screen.getvalue()
+        assert not screen.result_shown.is_set(), screen.getvalue()
+        (gates / "researcher.release").touch()
         assert screen.result_shown.wait(60), screen.getvalue()
     finally:
+        (gates / "researcher.release").touch()
         writer.close()
         thread.join(60)
     stdin.close()

@@ -8,7 +8,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from host_helpers import REPO, StdioHost, run_cli
+from host_helpers import REPO, StdioHost, gated_config, run_cli
 
 from subagents import AgentBuilder, SubagentConfig
 from subagents._errors import ModelResolutionError
@@ -42,7 +42,17 @@ def test_chat_delegates_in_the_background_and_shows_the_late_result() -> None:
 
 
 def test_serve_delegates_in_the_background_and_continues_once(tmp_path: Path) -> None:
-    host = StdioHost("--config", EXAMPLE, "--data-dir", str(tmp_path / "data"))
+    # The researcher answers once released, after its parent's run completed: ended
+    # while that run was live, its result would be handed over in-band instead.
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    host = StdioHost(
+        "--config",
+        str(gated_config(tmp_path)),
+        "--data-dir",
+        str(tmp_path / "data"),
+        env={"SUBAGENTS_SCRIPT_GATES": str(gates)},
+    )
     try:
         host.result("session.create", {"session_id": "s1"})
         host.result("events.subscribe", {"session_id": "s1"})
@@ -55,13 +65,15 @@ def test_serve_delegates_in_the_background_and_continues_once(tmp_path: Path) ->
         first = host.wait_notification(completed)["params"]["event"]
         assert first["run_id"] == parent["run_id"]
         assert first["data"]["output"] == "Done: delegate accepted."
+        (gates / "researcher.release").touch()
         later = host.wait_notification(completed)["params"]["event"]
         assert later["data"]["output"] == (
-            "continued after researcher: researcher looked into 'collect facts': 2 sources agree"
+            "continued after researcher: researcher: findings ready (3 sources, 1 open question)"
         )
         runs = host.result("run.list", {"session_id": "s1"})["runs"]
         assert [r["trigger_type"] for r in runs] == ["rpc", "async_subagent_result"]
     finally:
+        (gates / "researcher.release").touch()
         host.close()
 
 
