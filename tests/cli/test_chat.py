@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "host"))
 from host_helpers import cli_env
 
 from storage import LmdbSessionStore
+from subagents._cli._demo import CHAT_CONFIG
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -33,20 +35,58 @@ def chat(*args: str, stdin: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_two_prompts_then_their_background_results(tmp_path: Path) -> None:
-    proc = chat(stdin=PROMPTS, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
-    assert "Traceback" not in proc.stderr
-    lines = proc.stdout.splitlines()
+    # The shipped chat config with a researcher that answers once released, after
+    # both of the parent's answers: a result that arrived while a parent run was live
+    # would be handed over in-band (" Meanwhile a result arrived: ...") instead.
+    config = CHAT_CONFIG.read_text()
+    gated = config.replace('"demo:worker=researcher"', '"demo:gated=researcher"')
+    assert gated != config
+    (tmp_path / "chat.toml").write_text(gated)
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    errors = tmp_path / "stderr"
+    with errors.open("w") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "subagents._cli", "chat", "--config", "chat.toml"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            env={**cli_env(), "COLUMNS": "200", "SUBAGENTS_DEMO_GATES": str(gates)},
+            cwd=tmp_path,
+        )
+    assert proc.stdin is not None and proc.stdout is not None
+    lines: list[str] = []
+    try:
+        proc.stdin.write(PROMPTS)
+        proc.stdin.close()
+        for line in proc.stdout:  # until both answers; the researchers wait for their gate
+            lines.append(line.rstrip("\n"))
+            if sum(seen.startswith("parent> ") for seen in lines) == 2:
+                break
+        (gates / "researcher.release").touch()
+        lines += proc.stdout.read().splitlines()
+        returncode = proc.wait(90)
+    finally:
+        (gates / "researcher.release").touch()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+    out = "\n".join(lines)
+    assert returncode == 0, out + errors.read_text()[-3000:]
+    assert "Traceback" not in errors.read_text()
     answers = [line for line in lines if line.startswith("parent> ")]
     assert answers == ["parent> Done: delegate accepted."] * 2  # the parent answers at once
     results = [line for line in lines if line.startswith("↳ background result from researcher")]
-    assert len(results) == 2, proc.stdout  # one per delegated prompt, each shown once
-    # A result arrives after the parent's answer to the prompt that delegated it.
-    assert lines.index(results[-1]) > lines.index(answers[-1])
-    # Each result is shown with its content: as a continuation run's answer, or as
-    # handed to the parent inside a later run (the store decides which, exactly once).
-    for prompt in PROMPTS.splitlines():
-        assert sum(f"looked into {prompt!r}" in line for line in results) == 1, proc.stdout
+    assert len(results) == 2, out  # one per delegated prompt, each shown once
+    shown = {attempt for line in results for attempt in re.findall(r"\((subattempt_[^)]+)\)", line)}
+    assert len(shown) == 2, out
+    # Both arrive after the parent's answers, each with its content: as a continuation
+    # run's answer, or (the second) handed to the parent inside the first one's
+    # continuation run (the store decides which, exactly once).
+    assert all(lines.index(line) > lines.index(answers[-1]) for line in results), out
+    assert all("researcher: findings ready" in line for line in results), out
 
 
 def test_durable_chat_keeps_its_session(tmp_path: Path) -> None:
