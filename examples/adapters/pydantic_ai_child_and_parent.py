@@ -7,7 +7,9 @@ Run: ``python examples/adapters/pydantic_ai_child_and_parent.py``
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
+import threading
 from pathlib import Path
 
 from pydantic_ai import Agent
@@ -26,8 +28,18 @@ from subagents import (
 from subagents.adapters.pydantic_ai import PydanticAIChild, delegation_toolset
 
 
-def child() -> PydanticAIChild:
-    return PydanticAIChild(Agent(PydanticTestModel(custom_output_text="three facts"), name="pai"))
+def child(gate: threading.Event | None = None) -> PydanticAIChild:
+    """A pydantic-ai agent that looks something up, then answers ``three facts``;
+    with ``gate``, its lookup returns only once the gate is set."""
+    agent = Agent(PydanticTestModel(custom_output_text="three facts"), name="pai")
+
+    @agent.tool_plain
+    async def lookup(topic: str) -> str:
+        if gate is not None:
+            await asyncio.to_thread(gate.wait, 30)
+        return f"notes on {topic}"
+
+    return PydanticAIChild(agent)
 
 
 def our_parent() -> None:
@@ -46,7 +58,13 @@ def our_parent() -> None:
 
 
 def pydantic_ai_parent(store_dir: Path) -> None:
-    """A pydantic-ai agent delegates in the background, durably (LMDB), then waits."""
+    """A pydantic-ai agent delegates in the background, durably (LMDB), then waits.
+
+    The child finishes only once the parent asks to wait: a result that is ready
+    before the parent's next step is handed to it at that step instead (in-band,
+    no wait needed), and ``wait_subagent`` would then find it already delivered.
+    """
+    asked_to_wait = threading.Event()
 
     def model(messages: list[pm.ModelMessage], info: AgentInfo) -> pm.ModelResponse:
         returns = [p.content for m in messages for p in m.parts if isinstance(p, pm.ToolReturnPart)]
@@ -54,6 +72,7 @@ def pydantic_ai_parent(store_dir: Path) -> None:
             args = {"subagent_name": "research", "prompt": "collect facts"}
             return pm.ModelResponse(parts=[pm.ToolCallPart("delegate", args)])
         if len(returns) == 1:
+            asked_to_wait.set()
             wait = {"attempt_id": returns[0]["attempt_id"], "timeout_seconds": 30}
             return pm.ModelResponse(parts=[pm.ToolCallPart("wait_subagent", wait)])
         return pm.ModelResponse(parts=[pm.TextPart(f"the child said: {returns[1]['result']}")])
@@ -63,7 +82,8 @@ def pydantic_ai_parent(store_dir: Path) -> None:
         store=store, owner=OwnerIdentity(host_instance_id="example-host")
     )
     try:
-        toolset = delegation_toolset([SubagentConfig("research", child())], supervisor=supervisor)
+        research = SubagentConfig("research", child(gate=asked_to_wait))
+        toolset = delegation_toolset([research], supervisor=supervisor)
         parent = Agent(FunctionModel(model), toolsets=[toolset])
         print("pydantic-ai parent:", parent.run_sync("plan").output)
     finally:

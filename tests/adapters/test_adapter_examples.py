@@ -15,7 +15,10 @@ EXPECTED = {
     "langgraph_child_and_parent.py": ["our parent: done", "langgraph parent: the child said"],
     "openai_agents_child_and_parent.py": ["our parent: done", "openai-agents parent: the child"],
     "opentelemetry_spans.py": ["invoke_agent lead", "invoke_agent research"],
-    "pydantic_ai_child_and_parent.py": ["our parent: done", "pydantic-ai parent: the child"],
+    "pydantic_ai_child_and_parent.py": [
+        "our parent: done",
+        "pydantic-ai parent: the child said: three facts\n",
+    ],
 }
 
 
