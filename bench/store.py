@@ -16,6 +16,15 @@ In one run, on one temporary directory (so one disk), it measures:
   median latency within a round, and the figure is the median of the rounds'
   ratios with their min and max. The physical LMDB commits per operation
   (``last_txnid``, each one fsync'd) are printed beside it.
+- ``rewrite`` (informative, no target), splitting each ratio in two: right
+  after each operation, the puts it committed (same tables, keys and stored
+  bytes) are put again by plain py-lmdb in one durable transaction on the
+  store's own environment (:class:`Rewrite`). ``layout x raw`` (raw / rewrite)
+  is what any code could reach writing what the store writes, the cost of the
+  layout (how many trees, how deep); ``ours x layout`` (rewrite / store) is the
+  cost of the store's own code (validation, encoding, seals, events, its writer)
+  on top. Their product is about ``x raw``. The three sides run call by call in
+  one interleaving. Deletes are not redone (see :class:`Rewrite`).
 - the reconcile ratio: the time of one reconcile with 100,000 terminal + 100
   active attempts in the namespace divided by the time with 1,000 terminal +
   100 active (target <= 2: reconcile cost follows active work, not history).
@@ -129,6 +138,63 @@ class RawLmdb:
 
     def close(self) -> None:
         self._env.close()
+
+
+class Rewrite:
+    """The physical cost of an operation's own writes, with none of the store's code.
+
+    While :meth:`record` runs a store operation, every put it makes is noted (the
+    table's LMDB database, the key and the stored bytes, seal included: the store's
+    backend is patched for the run, in this process only). :meth:`commit` then puts
+    the same bytes under the same keys again, in one durable (``sync=True``) py-lmdb
+    write transaction on the store's own environment, right after the operation
+    committed them: the same trees at the same depths, the same leaves made dirty,
+    the same freelist; the records are unchanged. Deletes are not redone (a second
+    delete of a missing key writes nothing), so the terminal commit's one index
+    delete is missing from its figure. Single-threaded use only.
+    """
+
+    def __init__(self, store: Any) -> None:
+        from storage import _lmdb
+
+        self._env = store.lmdb_backend._live().env  # the store's own environment
+        self._puts: list[tuple[Any, bytes, bytes]] = []
+        self.commits = 0
+        """Durable transactions :meth:`commit` made (one per call with puts)."""
+        self._recording = False
+        self._txn_class = _lmdb._LmdbTxn
+        original = self._original = _lmdb._LmdbTxn.put
+        puts = self._puts
+
+        def put(txn: Any, table: str, key: bytes, value: bytes) -> None:
+            if self._recording:
+                puts.append((txn._db(table), bytes(key), bytes(value)))
+            original(txn, table, key, value)
+
+        _lmdb._LmdbTxn.put = put  # type: ignore[method-assign]
+
+    def record(self, call: Callable[[], object]) -> None:
+        """Run ``call`` (one store operation), noting the puts it commits."""
+        self._puts.clear()
+        self._recording = True
+        try:
+            call()
+        finally:
+            self._recording = False
+
+    def commit(self) -> float:
+        """Seconds taken by one durable transaction putting the noted bytes again."""
+        env, puts = self._env, self._puts
+        start = time.perf_counter()
+        if puts:
+            with env.begin(write=True) as txn:
+                for db, key, value in puts:
+                    txn.put(key, value, db=db)
+            self.commits += 1
+        return time.perf_counter() - start
+
+    def close(self) -> None:
+        self._txn_class.put = self._original  # type: ignore[method-assign]
 
 
 IDS = ("sequential", "supervisor")
@@ -281,13 +347,51 @@ class _Written:
 
 
 def _chunk_ratios(raw_times: list[float], op_times: list[float]) -> list[float]:
-    """Raw median latency / store median latency in each of :data:`CHUNKS` rounds."""
+    """Median of ``raw_times`` / median of ``op_times`` in each of :data:`CHUNKS` rounds
+    (the two lists measured call by call, interleaved)."""
     size = max(1, len(op_times) // CHUNKS)
     ratios = []
     for start in range(0, len(op_times) - size + 1, size):
         ops, raws = op_times[start : start + size], raw_times[start : start + size]
         ratios.append(statistics.median(raws) / statistics.median(ops))
     return ratios
+
+
+class _Sides:
+    """The latencies (seconds) and bytes written of each side, call by call."""
+
+    def __init__(self, count_pages: bool) -> None:
+        self.written = _Written() if count_pages else None
+        self.times: dict[str, list[float]] = {"raw": [], "op": [], "rewrite": []}
+        self.bytes: dict[str, int] = {"raw": 0, "op": 0, "rewrite": 0}
+
+    def time(self, side: str, run: Callable[[], float]) -> None:
+        """Run one call of ``side``; ``run`` returns the seconds it took."""
+        before = self.written() if self.written else None
+        self.times[side].append(run())
+        after = self.written() if self.written else None
+        if before is not None and after is not None:
+            self.bytes[side] += after - before
+
+    def pages(self, side: str) -> float | None:
+        """4 KiB pages written per call, ``None`` without a counter (or without calls)."""
+        calls = len(self.times[side])
+        if self.written is None or not calls or self.bytes["op"] <= 0:
+            return None
+        return self.bytes[side] / calls / 4096
+
+    def close(self) -> None:
+        if self.written is not None:
+            self.written.close()
+
+
+def _timed(call: Callable[[], object], clock_now: Callable[[], float]) -> Callable[[], float]:
+    def run() -> float:
+        start = clock_now()
+        call()
+        return clock_now() - start
+
+    return run
 
 
 def _measure(
@@ -297,6 +401,7 @@ def _measure(
     *,
     count_pages: bool = False,
     commits: Callable[[], int | None] | None = None,
+    rewrite: Rewrite | None = None,
 ) -> dict[str, Any]:
     """Time ``calls`` (one store transaction each), alternating one by one with
     raw commits, so a burst of disk latency from other work hits both sides.
@@ -307,38 +412,40 @@ def _measure(
     commits), the 4 KiB pages each side wrote per commit are counted too,
     outside the timed calls (``None`` where the platform has no counter).
     ``commits`` reads the store's physical commit counter (LMDB's
-    ``last_txnid``): commits per operation are reported from it.
+    ``last_txnid``): commits per operation are reported from it. With
+    ``rewrite``, each call is followed by :meth:`Rewrite.commit` of its own
+    puts, a third side in the same interleaving: ``layout_ratio`` is raw /
+    rewrite (the most any code could reach with these writes) and
+    ``code_ratio`` rewrite / store (what the store's code costs on top).
     """
-    op_times: list[float] = []
-    raw_times: list[float] = []
+    sides = _Sides(count_pages)
     clock_now = time.perf_counter
-    written = _Written() if count_pages else None
-    op_bytes = raw_bytes = 0
     first_commit = commits() if commits else None
+    first_rewrite = rewrite.commits if rewrite is not None else 0
     try:
         for call in calls:
-            before = written() if written else None
-            raw_times.append(raw.commit(1))
-            middle = written() if written else None
+            sides.time("raw", lambda: raw.commit(1))
             clock.advance(0.001)
-            start = clock_now()
-            call()
-            op_times.append(clock_now() - start)
-            after = written() if written else None
-            if before is not None and middle is not None and after is not None:
-                raw_bytes += middle - before
-                op_bytes += after - middle
+            op = call if rewrite is None else (lambda call=call: rewrite.record(call))
+            sides.time("op", _timed(op, clock_now))
+            if rewrite is not None:
+                sides.time("rewrite", rewrite.commit)
+        last_commit = commits() if commits else None
+        if last_commit is not None and rewrite is not None:
+            last_commit -= rewrite.commits - first_rewrite  # the store's commits only
     finally:
-        if written is not None:
-            written.close()
-    last_commit = commits() if commits else None
-    counted = count_pages and op_bytes > 0
+        sides.close()
+    return _figures(sides, len(calls), first_commit, last_commit)
+
+
+def _figures(
+    sides: _Sides, calls: int, first_commit: int | None, last_commit: int | None
+) -> dict[str, Any]:
+    raw_times, op_times, again = sides.times["raw"], sides.times["op"], sides.times["rewrite"]
     ratios = _chunk_ratios(raw_times, op_times)
-    pages: dict[str, Any] = {
-        "pages_per_op": op_bytes / len(calls) / 4096 if counted else None,
-        "raw_pages_per_commit": raw_bytes / len(calls) / 4096 if counted else None,
-    }
-    return pages | {
+    figures: dict[str, Any] = {
+        "pages_per_op": sides.pages("op"),
+        "raw_pages_per_commit": sides.pages("raw"),
         "ops_per_s": 1.0 / statistics.median(op_times),
         "raw_commits_per_s": 1.0 / statistics.median(raw_times),
         "ops_per_s_mean": len(op_times) / sum(op_times),
@@ -350,10 +457,22 @@ def _measure(
         "ratio_of_medians": statistics.median(raw_times) / statistics.median(op_times),
         "commits_per_op": None
         if first_commit is None or last_commit is None
-        else (last_commit - first_commit) / len(calls),
+        else (last_commit - first_commit) / calls,
         "op_p90_us": statistics.quantiles(op_times, n=10)[-1] * 1e6,
         "raw_p90_us": statistics.quantiles(raw_times, n=10)[-1] * 1e6,
     }
+    if again:
+        layout, code = _chunk_ratios(raw_times, again), _chunk_ratios(again, op_times)
+        figures |= {
+            "rewrite_pages_per_commit": sides.pages("rewrite"),
+            "layout_ratio": statistics.median(layout),
+            "layout_ratio_min": min(layout),
+            "layout_ratio_max": max(layout),
+            "code_ratio": statistics.median(code),
+            "code_ratio_min": min(code),
+            "code_ratio_max": max(code),
+        }
+    return figures
 
 
 def measure_operation_mix(
@@ -414,11 +533,17 @@ def store_ops(directory: Path, raw: RawLmdb, count: int, ids: str = "sequential"
     clock = ManualClock(start=1_700_000_000.0)
     records = Records(clock, ids)
     store = LmdbSessionStore(directory, clock=clock, sync=True, map_size=MAP_SIZE)
+    rewrite = Rewrite(store)
     results: dict[str, Any] = {}
 
     def measure(name: str, calls: list[Callable[[], object]]) -> None:
         figures: dict[str, Any] = _measure(
-            calls, clock, raw, count_pages=True, commits=lambda: lmdb_txn_id(store)
+            calls,
+            clock,
+            raw,
+            count_pages=True,
+            commits=lambda: lmdb_txn_id(store),
+            rewrite=rewrite,
         )
         figures["target_ratio_min"] = OP_TARGET
         figures["meets_target"] = figures["ratio_to_raw"] >= OP_TARGET
@@ -436,6 +561,7 @@ def store_ops(directory: Path, raw: RawLmdb, count: int, ids: str = "sequential"
         )
         return {"operations": results, "batching": batching}
     finally:
+        rewrite.close()
         store.close()
 
 
@@ -617,20 +743,16 @@ def render(result: dict[str, Any]) -> str:
         f"{CHUNKS} rounds' ratios of medians [min-max]",
         "",
         f"{'operation':<16} {'ops/s':>15} {'raw commits/s':>15} {'x raw [min-max]':>21} "
-        f"{'target':>8}  ok   commits/op  pages/commit (raw)",
+        f"{'target':>8}  ok   commits/op  pages/commit (raw, rewrite)  "
+        "layout x raw  ours x layout",
     ]
     for name, figure in result["operations"].items():
-        pages = figure.get("pages_per_op")
-        commits = figure.get("commits_per_op")
-        lines.append(
-            f"{name:<16} {figure['ops_per_s']:>6,.0f} ({figure['ops_per_s_mean']:>6,.0f}) "
-            f"{figure['raw_commits_per_s']:>6,.0f} ({figure['raw_commits_per_s_mean']:>6,.0f}) "
-            f"{figure['ratio_to_raw']:>7.3f} [{figure['ratio_min']:.2f}-{figure['ratio_max']:.2f}] "
-            f"{'>= ' + format(figure['target_ratio_min'], '.2f'):>8}  "
-            f"{'yes' if figure['meets_target'] else 'NO ':<3}"
-            f"  {'-' if commits is None else format(commits, '.2f'):>9}"
-            + ("" if pages is None else f"  {pages:>6.1f} ({figure['raw_pages_per_commit']:.1f})")
-        )
+        lines.append(_operation_row(name, figure))
+    lines += [
+        "layout x raw: the op's own puts rewritten by plain py-lmdb in one durable commit "
+        "(same trees, keys and bytes), over raw; ours x layout: that rewrite over the op, "
+        "the cost of the store's code (median [min-max] of the rounds)",
+    ]
     bat = result["batching"]
     lines += [
         "",
@@ -653,6 +775,32 @@ def render(result: dict[str, Any]) -> str:
         f"  ({rec['mix']})",
     ]
     return "\n".join(lines)
+
+
+def _spread_of(figure: dict[str, Any], key: str) -> str:
+    if key not in figure:
+        return "-"
+    return f"{figure[key]:.2f} [{figure[key + '_min']:.2f}-{figure[key + '_max']:.2f}]"
+
+
+def _operation_row(name: str, figure: dict[str, Any]) -> str:
+    pages, again = figure.get("pages_per_op"), figure.get("rewrite_pages_per_commit")
+    commits = figure.get("commits_per_op")
+    page_text = "-" if pages is None else f"{pages:.1f} ({figure['raw_pages_per_commit']:.1f}"
+    if pages is not None:
+        page_text += "" if again is None else f", {again:.1f}"
+        page_text += ")"
+    layout = _spread_of(figure, "layout_ratio")
+    code = _spread_of(figure, "code_ratio")
+    return (
+        f"{name:<16} {figure['ops_per_s']:>6,.0f} ({figure['ops_per_s_mean']:>6,.0f}) "
+        f"{figure['raw_commits_per_s']:>6,.0f} ({figure['raw_commits_per_s_mean']:>6,.0f}) "
+        f"{figure['ratio_to_raw']:>7.3f} [{figure['ratio_min']:.2f}-{figure['ratio_max']:.2f}] "
+        f"{'>= ' + format(figure['target_ratio_min'], '.2f'):>8}  "
+        f"{'yes' if figure['meets_target'] else 'NO ':<3}"
+        f"  {'-' if commits is None else format(commits, '.2f'):>9}"
+        f"  {page_text:<27}  {layout:<16}  {code}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -40,6 +40,11 @@ def test_the_store_bench_prints_every_operation_and_the_reconcile_ratio_as_json(
         if sys.platform == "linux":  # counted from /proc/self/io
             assert figure["pages_per_op"] >= 1
             assert figure["raw_pages_per_commit"] >= 1
+            assert figure["rewrite_pages_per_commit"] >= 1  # the op's puts, written again
+        # The ratio split in two: the layout's cost (a rewrite of the op's own puts)
+        # and the store code's cost on top of it.
+        for split in ("layout_ratio", "code_ratio"):
+            assert 0 < figure[f"{split}_min"] <= figure[split] <= figure[f"{split}_max"]
     reconcile = result["reconcile"]
     assert reconcile["target_ratio_max"] == 2.0
     assert reconcile["large_history_terminal"] > reconcile["small_history_terminal"]
@@ -67,6 +72,7 @@ def test_the_store_bench_prints_a_table_for_people() -> None:
     assert "(supervisor ids)" in done.stdout
     assert "8 attempts per session" in done.stdout
     assert "pages/commit" in done.stdout
+    assert "layout x raw" in done.stdout and "ours x layout" in done.stdout
 
 
 def test_supervisor_shaped_ids_look_like_the_supervisors_and_repeat_from_run_to_run() -> None:
@@ -88,3 +94,35 @@ def test_supervisor_shaped_ids_look_like_the_supervisors_and_repeat_from_run_to_
     assert sequential.acceptance(7).attempt_id == "subattempt_00000007"
     with pytest.raises(ValueError, match="ids must be one of"):
         Records(ManualClock(start=0.0), "uuid")
+
+
+def test_the_rewrite_side_puts_an_operation_s_own_bytes_again_and_leaves_the_store_intact(
+    tmp_path: Path,
+) -> None:
+    from bench.store import MAP_SIZE, Records, Rewrite, _setup_session
+    from storage import LmdbSessionStore, ManualClock, _lmdb
+    from storage.admin import check
+
+    original_put = _lmdb._LmdbTxn.put
+    clock = ManualClock(start=1_700_000_000.0)
+    records = Records(clock)
+    store = LmdbSessionStore(tmp_path / "store", clock=clock, sync=True, map_size=MAP_SIZE)
+    rewrite = Rewrite(store)
+    try:
+        _setup_session(store, clock, records.session_id)
+        accepted = records.acceptance(1)
+        rewrite.record(lambda: store.accept_attempt(accepted))
+        env = store.lmdb_backend._live().env
+        txn_before = env.info()["last_txnid"]
+        assert rewrite.commit() > 0
+        assert env.info()["last_txnid"] == txn_before + 1  # one durable transaction
+        assert rewrite.commits == 1
+        rewrite.record(lambda: store.load_attempt(accepted.attempt_id))  # a read: no puts
+        rewrite.commit()
+        assert rewrite.commits == 1 and env.info()["last_txnid"] == txn_before + 1
+        assert store.load_attempt(accepted.attempt_id).attempt_id == accepted.attempt_id
+        assert check(store).ok  # the same sealed bytes: every record and index still checks
+    finally:
+        rewrite.close()
+        store.close()
+    assert _lmdb._LmdbTxn.put is original_put  # the store's backend is itself again
