@@ -1,0 +1,96 @@
+"""bench/critical_path.py runs end to end and accounts for one attempt's time, mark by
+mark. A smoke test only: it never asserts timing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "critical_path.py"
+
+
+def test_the_critical_path_bench_times_every_mark_of_one_attempt_as_json() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "--attempts", "40", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    from bench.critical_path import COMMITS, MARKS
+
+    assert result["attempts"] == 40
+    assert result["in_usual_order"] >= 20  # the usual order is the order of most attempts
+    # Every mark was reached, in causal order where one step causes the next.
+    order = result["order"]
+    assert sorted(order) == sorted(MARKS)
+    for before, after in [
+        ("call>", "supervisor>"),
+        ("accept>", "accept<"),
+        ("accept<", "child>"),
+        ("child>", "finished>"),
+        ("terminal<", "claim_ack>"),
+        ("claim_ack<", "call<"),
+    ]:
+        assert order.index(before) < order.index(after), (before, after, order)
+    steps = result["steps"]
+    assert [s["from"] for s in steps] == order[:-1]
+    assert all(s["us"] >= 0 for s in steps)
+    commits = [s for s in steps if s["from"] in COMMITS]
+    assert len(commits) == 3 and all(s["us"] > 0 for s in commits)
+    assert result["commits_us"] == pytest.approx(sum(s["us"] for s in commits))
+    assert result["raw_commit_us"] > 0
+    assert result["not_commits_us"] == pytest.approx(
+        sum(s["us"] for s in steps) - result["commits_us"]
+    )
+
+
+def test_the_critical_path_bench_prints_a_table_for_people() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "--attempts", "20"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "the 3 durable commits" in done.stdout
+    assert "load average before" in done.stdout and "load average after" in done.stdout
+
+
+def test_the_marks_are_removed_once_the_run_ends() -> None:
+    from actors import _attempt, _supervisor
+    from bench.critical_path import Marks, instrument
+    from storage import _kernel
+
+    methods = [
+        (_supervisor.SupervisorActor, "on_receive"),
+        (_kernel.KernelStore, "accept_attempt"),
+        (_attempt.AttemptActor, "_on_child_finished"),
+        (_kernel.KernelStore, "commit_terminal"),
+        (_kernel.KernelStore, "claim_and_acknowledge"),
+    ]
+    originals = [getattr(owner, name) for owner, name in methods]
+    undo = instrument(Marks())
+    assert all(getattr(o, n) is not f for (o, n), f in zip(methods, originals, strict=True))
+    for restore in reversed(undo):
+        restore()
+    assert [getattr(owner, name) for owner, name in methods] == originals
+
+
+def test_a_non_positive_attempt_count_is_refused() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "--attempts", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "--attempts must be at least 1" in done.stderr
