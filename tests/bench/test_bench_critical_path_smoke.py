@@ -4,24 +4,15 @@ mark. A smoke test only: it never asserts timing."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from bench_helpers import run_bench
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "critical_path.py"
+BENCH = "critical_path.py"
 
 
 def test_the_critical_path_bench_times_every_mark_of_one_attempt_as_json() -> None:
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--attempts", "40", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_bench(BENCH, "--attempts", "40", "--json")
     result = json.loads(done.stdout)
     from bench.critical_path import COMMITS, MARKS
 
@@ -52,14 +43,7 @@ def test_the_critical_path_bench_times_every_mark_of_one_attempt_as_json() -> No
 
 
 def test_the_critical_path_bench_prints_a_table_for_people() -> None:
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--attempts", "20"],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_bench(BENCH, "--attempts", "20")
     assert "the 3 durable commits" in done.stdout
     assert "load average before" in done.stdout and "load average after" in done.stdout
 
@@ -85,12 +69,5 @@ def test_the_marks_are_removed_once_the_run_ends() -> None:
 
 
 def test_a_non_positive_attempt_count_is_refused() -> None:
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--attempts", "0"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 2
+    done = run_bench(BENCH, "--attempts", "0", timeout=60, expect=2)
     assert "--attempts must be at least 1" in done.stderr

@@ -7,42 +7,28 @@ CI without a server, like every PostgreSQL test).
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from bench_helpers import run_bench
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "host"))
 
 from postgres_db import PG_ADMIN_DSN, require_postgres
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "hosts.py"
+BENCH = "hosts.py"
 
 pytestmark = pytest.mark.timeout(240)
 
 
 def test_the_hosts_bench_reports_delegations_per_second_for_each_host_count() -> None:
     require_postgres()
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(BENCH),
-            "--quick",
-            "--json",
-            "--hosts",
-            "1,2",
-            "--sessions",
-            "2",
-            "--admin-dsn",
-            PG_ADMIN_DSN,
-        ],
-        capture_output=True,
-        text=True,
+    done = run_bench(
+        BENCH,
+        *("--quick", "--json", "--hosts", "1,2", "--sessions", "2", "--admin-dsn", PG_ADMIN_DSN),
         timeout=200,
-        check=False,
     )
-    assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert [row["hosts"] for row in result["hosts"]] == [1, 2]
     for row in result["hosts"]:

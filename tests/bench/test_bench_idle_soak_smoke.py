@@ -6,22 +6,12 @@ Smoke tests only: they never assert timing.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+from bench_helpers import run_bench
 
 
 def run(script: str, *args: str) -> dict[str, object]:
-    done = subprocess.run(
-        [sys.executable, str(BENCH / script), *args, "--json"],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_bench(script, *args, "--json")
     result: dict[str, object] = json.loads(done.stdout)
     return result
 

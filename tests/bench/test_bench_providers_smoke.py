@@ -4,23 +4,15 @@ A smoke test only: it never asserts timing."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "providers.py"
+from bench_helpers import run_bench
+
+BENCH = "providers.py"
 PROVIDERS = ["openai-chat", "openai-responses", "anthropic"]
 
 
 def _run(*args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--rounds", "2", "--requests", "2", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_bench(BENCH, "--rounds", "2", "--requests", "2", *args, timeout=300)
     return done.stdout
 
 

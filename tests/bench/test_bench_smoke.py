@@ -7,26 +7,19 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from bench_helpers import run_bench
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "store.py"
+BENCH = "store.py"
 UUID_ID = r"subattempt_[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}"
 OPERATIONS = {"accept", "update", "heartbeat", "terminal_commit", "claim", "acknowledge"}
 
 
 def test_the_store_bench_prints_every_operation_and_the_reconcile_ratio_as_json() -> None:
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--quick", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_bench(BENCH, "--quick", "--json")
     result = json.loads(done.stdout)
 
     assert set(result["operations"]) == OPERATIONS
@@ -58,14 +51,7 @@ def test_the_store_bench_prints_every_operation_and_the_reconcile_ratio_as_json(
 
 
 def test_the_store_bench_prints_a_table_for_people() -> None:
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--quick", "--ids", "supervisor"],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_bench(BENCH, "--quick", "--ids", "supervisor")
     for name in OPERATIONS:
         assert name in done.stdout
     assert "reconcile ratio" in done.stdout

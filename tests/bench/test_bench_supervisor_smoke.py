@@ -5,11 +5,10 @@ never asserts timing."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "supervisor.py"
+from bench_helpers import run_bench
+
+BENCH = "supervisor.py"
 FIGURES = {
     "memory_per_live_attempt_kib",
     "memory_attempts_per_s",
@@ -23,14 +22,7 @@ DBOS = {name for name in FIGURES if "dbos" in name}
 
 
 def test_the_supervisor_bench_prints_every_figure_with_its_target_as_json() -> None:
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--quick", "--json", "--no-dbos"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_bench(BENCH, "--quick", "--json", "--no-dbos", timeout=300)
     result = json.loads(done.stdout)
     figures = result["figures"]
     assert set(figures) == FIGURES
@@ -60,14 +52,7 @@ def test_the_supervisor_bench_prints_every_figure_with_its_target_as_json() -> N
 
 
 def test_the_supervisor_bench_prints_a_table_for_people() -> None:
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--quick", "--no-dbos"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_bench(BENCH, "--quick", "--no-dbos", timeout=300)
     for name in FIGURES:
         assert name in done.stdout
     assert "load average" in done.stdout
