@@ -151,7 +151,12 @@ class Rewrite:
     committed them: the same trees at the same depths, the same leaves made dirty,
     the same freelist; the records are unchanged. Deletes are not redone (a second
     delete of a missing key writes nothing), so the terminal commit's one index
-    delete is missing from its figure. Single-threaded use only.
+    delete is missing from its figure.
+
+    The patch stays until :meth:`close` (one flag test per put, so it is not
+    installed and removed around every timed call); puts on other threads while
+    nothing is recorded pass through untouched. :meth:`record` and
+    :meth:`commit` are for one thread at a time.
     """
 
     def __init__(self, store: Any) -> None:
