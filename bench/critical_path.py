@@ -10,9 +10,9 @@ claims and acknowledges the result: three durable commits per attempt.
 
 Each attempt is cut at :data:`MARKS`: the caller's call and return, the child's
 start on the event loop, and the entry and exit of five of the kernel's own
-methods (the supervisor actor's message handler, the store's accept, terminal
-commit and claim-and-acknowledge, and the attempt actor's handling of the
-child's end), each wrapped to note a ``time.perf_counter`` mark. That wraps
+methods (the supervisor actor's handling of a delegate message, the store's
+accept, terminal commit and claim-and-acknowledge, and the attempt actor's
+handling of the child's end), each wrapped to note a ``time.perf_counter`` mark. That wraps
 private methods, which is why this is a bench and not a test or an API; the
 wrappers cost about a microsecond per mark. Every row is the median, over the
 attempts whose marks came in the usual order, of the time from one mark to the
@@ -51,7 +51,7 @@ COMMITS = ("accept>", "terminal>", "claim_ack>")
 """The marks that open a durable commit (each closed by the same name with ``<``)."""
 MARKS = {
     "call>": "the caller calls delegate_sync",
-    "supervisor>": "the supervisor actor takes the delegate message",
+    "supervisor>": "the supervisor actor handles the delegate message",
     "accept>": "the store's accept_attempt",
     "accept<": "accept committed",
     "supervisor<": "the supervisor actor answered (the attempt's actor started)",
@@ -97,7 +97,7 @@ def instrument(marks: Marks) -> list[Callable[[], None]]:
     from storage import _kernel
 
     return [
-        marks.wrap(_supervisor.SupervisorActor, "on_receive", "supervisor"),
+        marks.wrap(_supervisor.SupervisorActor, "_delegate", "supervisor"),
         marks.wrap(_kernel.KernelStore, "accept_attempt", "accept"),
         marks.wrap(_attempt.AttemptActor, "_on_child_finished", "finished"),
         marks.wrap(_kernel.KernelStore, "commit_terminal", "terminal"),

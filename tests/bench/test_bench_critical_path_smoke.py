@@ -54,7 +54,7 @@ def test_the_marks_are_removed_once_the_run_ends() -> None:
     from storage import _kernel
 
     methods = [
-        (_supervisor.SupervisorActor, "on_receive"),
+        (_supervisor.SupervisorActor, "_delegate"),
         (_kernel.KernelStore, "accept_attempt"),
         (_attempt.AttemptActor, "_on_child_finished"),
         (_kernel.KernelStore, "commit_terminal"),
