@@ -23,9 +23,16 @@ In one run, on one temporary directory (so one disk), it measures:
   is what any code could reach writing what the store writes, the cost of the
   layout (how many trees, how deep); ``ours x layout`` (rewrite / store) is the
   cost of the store's own code (validation, encoding, seals, events, its writer)
-  on top. Their product is about ``x raw``. The three sides run call by call in
-  one interleaving. Deletes are not redone (see :class:`Rewrite`); noting the
-  puts adds about a microsecond to each timed operation.
+  on top. Their product is about ``x raw``. Deletes are not redone (see
+  :class:`Rewrite`); noting the puts adds about a microsecond to each timed
+  operation.
+- ``co-located`` (informative, no target): the same noted values put under
+  adjacent new keys at the end of one tree, in one durable transaction on an
+  environment of its own with the raw side's flags (:class:`Colocated`).
+  ``co-located x raw`` is what a layout that kept one operation's records
+  together (one leaf instead of one per tree) would reach with these bytes: the
+  bound of a layout change, where ``layout x raw`` is the bound of the layout we
+  have. The four sides run call by call in one interleaving.
 - the reconcile ratio: the time of one reconcile with 100,000 terminal + 100
   active attempts in the namespace divided by the time with 1,000 terminal +
   100 active (target <= 2: reconcile cost follows active work, not history).
@@ -141,6 +148,24 @@ class RawLmdb:
         self._env.close()
 
 
+class Colocated(RawLmdb):
+    """Plain py-lmdb on its own directory: one operation's values, adjacent in one tree."""
+
+    def put_together(self, values: list[bytes]) -> float:
+        """Seconds taken by one durable transaction putting ``values`` under adjacent
+        new keys (after every key so far, so they share the tree's last leaf unless it
+        fills up); no transaction (0 seconds) without values."""
+        if not values:
+            return 0.0
+        env, db = self._env, self._db
+        n, self._next = self._next, self._next + 1
+        start = time.perf_counter()
+        with env.begin(write=True) as txn:
+            for i, value in enumerate(values):
+                txn.put(b"op-%08d-%02d" % (n, i), value, db=db)
+        return time.perf_counter() - start
+
+
 class Rewrite:
     """The physical cost of an operation's own writes, with none of the store's code.
 
@@ -187,6 +212,10 @@ class Rewrite:
             call()
         finally:
             self._recording = False
+
+    def values(self) -> list[bytes]:
+        """The stored bytes of the puts :meth:`record` noted last, in order."""
+        return [value for _, _, value in self._puts]
 
     def commit(self) -> float:
         """Seconds taken by one durable transaction putting the noted bytes again."""
@@ -363,13 +392,16 @@ def _chunk_ratios(raw_times: list[float], op_times: list[float]) -> list[float]:
     return ratios
 
 
+_SIDES = ("raw", "op", "rewrite", "colocated")
+
+
 class _Sides:
     """The latencies (seconds) and bytes written of each side, call by call."""
 
     def __init__(self, count_pages: bool) -> None:
         self.written = _Written() if count_pages else None
-        self.times: dict[str, list[float]] = {"raw": [], "op": [], "rewrite": []}
-        self.bytes: dict[str, int] = {"raw": 0, "op": 0, "rewrite": 0}
+        self.times: dict[str, list[float]] = {side: [] for side in _SIDES}
+        self.bytes: dict[str, int] = dict.fromkeys(_SIDES, 0)
 
     def time(self, side: str, run: Callable[[], float]) -> None:
         """Run one call of ``side``; ``run`` returns the seconds it took."""
@@ -408,6 +440,7 @@ def _measure(
     count_pages: bool = False,
     commits: Callable[[], int | None] | None = None,
     rewrite: Rewrite | None = None,
+    colocated: Colocated | None = None,
 ) -> dict[str, Any]:
     """Time ``calls`` (one store transaction each), alternating one by one with
     raw commits, so a burst of disk latency from other work hits both sides.
@@ -422,7 +455,10 @@ def _measure(
     ``rewrite``, each call is followed by :meth:`Rewrite.commit` of its own
     puts, a third side in the same interleaving: ``layout_ratio`` is raw /
     rewrite (the most any code could reach with these writes) and
-    ``code_ratio`` rewrite / store (what the store's code costs on top).
+    ``code_ratio`` rewrite / store (what the store's code costs on top). With
+    ``colocated`` too (only with ``rewrite``), a fourth side follows: the same
+    values adjacent in one tree (:meth:`Colocated.put_together`),
+    ``colocated_ratio`` raw / that.
     """
     sides = _Sides(count_pages)
     clock_now = time.perf_counter
@@ -436,6 +472,9 @@ def _measure(
             sides.time("op", _timed(op, clock_now))
             if rewrite is not None:
                 sides.time("rewrite", rewrite.commit)
+                if colocated is not None:
+                    together = rewrite.values()
+                    sides.time("colocated", lambda v=together: colocated.put_together(v))
         last_commit = commits() if commits else None
         if last_commit is not None and rewrite is not None:
             last_commit -= rewrite.commits - first_rewrite  # the store's commits only
@@ -477,6 +516,15 @@ def _figures(
             "code_ratio": statistics.median(code),
             "code_ratio_min": min(code),
             "code_ratio_max": max(code),
+        }
+    together = sides.times["colocated"]
+    if together:
+        colocated = _chunk_ratios(raw_times, together)
+        figures |= {
+            "colocated_pages_per_commit": sides.pages("colocated"),
+            "colocated_ratio": statistics.median(colocated),
+            "colocated_ratio_min": min(colocated),
+            "colocated_ratio_max": max(colocated),
         }
     return figures
 
@@ -540,6 +588,7 @@ def store_ops(directory: Path, raw: RawLmdb, count: int, ids: str = "sequential"
     records = Records(clock, ids)
     store = LmdbSessionStore(directory, clock=clock, sync=True, map_size=MAP_SIZE)
     rewrite = Rewrite(store)
+    colocated = Colocated(directory.with_name(directory.name + "-colocated"))
     results: dict[str, Any] = {}
 
     def measure(name: str, calls: list[Callable[[], object]]) -> None:
@@ -550,6 +599,7 @@ def store_ops(directory: Path, raw: RawLmdb, count: int, ids: str = "sequential"
             count_pages=True,
             commits=lambda: lmdb_txn_id(store),
             rewrite=rewrite,
+            colocated=colocated,
         )
         figures["target_ratio_min"] = OP_TARGET
         figures["meets_target"] = figures["ratio_to_raw"] >= OP_TARGET
@@ -568,6 +618,7 @@ def store_ops(directory: Path, raw: RawLmdb, count: int, ids: str = "sequential"
         return {"operations": results, "batching": batching}
     finally:
         rewrite.close()
+        colocated.close()
         store.close()
 
 
@@ -749,15 +800,17 @@ def render(result: dict[str, Any]) -> str:
         f"{CHUNKS} rounds' ratios of medians [min-max]",
         "",
         f"{'operation':<16} {'ops/s':>15} {'raw commits/s':>15} {'x raw [min-max]':>21} "
-        f"{'target':>8}  ok   commits/op  pages/commit (raw, rewrite)  "
-        "layout x raw  ours x layout",
+        f"{'target':>8}  ok   commits/op  pages/commit (raw, rewrite, co-located)  "
+        "layout x raw      ours x layout     co-located x raw",
     ]
     for name, figure in result["operations"].items():
         lines.append(_operation_row(name, figure))
     lines += [
         "layout x raw: the op's own puts rewritten by plain py-lmdb in one durable commit "
         "(same trees, keys and bytes), over raw; ours x layout: that rewrite over the op, "
-        "the cost of the store's code (median [min-max] of the rounds)",
+        "the cost of the store's code; co-located x raw: the op's values put under "
+        "adjacent keys in one tree, over raw, the bound of a layout that kept an "
+        "operation's records together (median [min-max] of the rounds)",
     ]
     bat = result["batching"]
     lines += [
@@ -790,14 +843,17 @@ def _spread_of(figure: dict[str, Any], key: str) -> str:
 
 
 def _operation_row(name: str, figure: dict[str, Any]) -> str:
-    pages, again = figure.get("pages_per_op"), figure.get("rewrite_pages_per_commit")
+    pages = figure.get("pages_per_op")
     commits = figure.get("commits_per_op")
     page_text = "-" if pages is None else f"{pages:.1f} ({figure['raw_pages_per_commit']:.1f}"
     if pages is not None:
-        page_text += "" if again is None else f", {again:.1f}"
+        for side in ("rewrite", "colocated"):
+            other = figure.get(f"{side}_pages_per_commit")
+            page_text += "" if other is None else f", {other:.1f}"
         page_text += ")"
     layout = _spread_of(figure, "layout_ratio")
     code = _spread_of(figure, "code_ratio")
+    together = _spread_of(figure, "colocated_ratio")
     return (
         f"{name:<16} {figure['ops_per_s']:>6,.0f} ({figure['ops_per_s_mean']:>6,.0f}) "
         f"{figure['raw_commits_per_s']:>6,.0f} ({figure['raw_commits_per_s_mean']:>6,.0f}) "
@@ -805,7 +861,7 @@ def _operation_row(name: str, figure: dict[str, Any]) -> str:
         f"{'>= ' + format(figure['target_ratio_min'], '.2f'):>8}  "
         f"{'yes' if figure['meets_target'] else 'NO ':<3}"
         f"  {'-' if commits is None else format(commits, '.2f'):>9}"
-        f"  {page_text:<27}  {layout:<16}  {code}"
+        f"  {page_text:<39}  {layout:<16}  {code:<16}  {together}"
     )
 
 

@@ -34,9 +34,10 @@ def test_the_store_bench_prints_every_operation_and_the_reconcile_ratio_as_json(
             assert figure["pages_per_op"] >= 1
             assert figure["raw_pages_per_commit"] >= 1
             assert figure["rewrite_pages_per_commit"] >= 1  # the op's puts, written again
+            assert figure["colocated_pages_per_commit"] >= 1
         # The ratio split in two: the layout's cost (a rewrite of the op's own puts)
-        # and the store code's cost on top of it.
-        for split in ("layout_ratio", "code_ratio"):
+        # and the store code's cost on top of it; and the bound of a co-located layout.
+        for split in ("layout_ratio", "code_ratio", "colocated_ratio"):
             assert 0 < figure[f"{split}_min"] <= figure[split] <= figure[f"{split}_max"]
     reconcile = result["reconcile"]
     assert reconcile["target_ratio_max"] == 2.0
@@ -59,6 +60,7 @@ def test_the_store_bench_prints_a_table_for_people() -> None:
     assert "8 attempts per session" in done.stdout
     assert "pages/commit" in done.stdout
     assert "layout x raw" in done.stdout and "ours x layout" in done.stdout
+    assert "co-located x raw" in done.stdout
 
 
 def test_supervisor_shaped_ids_look_like_the_supervisors_and_repeat_from_run_to_run() -> None:
@@ -112,3 +114,43 @@ def test_the_rewrite_side_puts_an_operation_s_own_bytes_again_and_leaves_the_sto
         rewrite.close()
         store.close()
     assert _lmdb._LmdbTxn.put is original_put  # the store's backend is itself again
+
+
+def test_the_co_located_side_puts_an_operation_s_values_under_adjacent_keys_in_one_tree(
+    tmp_path: Path,
+) -> None:
+    import lmdb
+
+    from bench.store import MAP_SIZE, Colocated, Records, Rewrite, _setup_session
+    from storage import LmdbSessionStore, ManualClock
+
+    clock = ManualClock(start=1_700_000_000.0)
+    records = Records(clock)
+    store = LmdbSessionStore(tmp_path / "store", clock=clock, sync=True, map_size=MAP_SIZE)
+    rewrite = Rewrite(store)
+    colocated = Colocated(tmp_path / "colocated")
+    try:
+        _setup_session(store, clock, records.session_id)
+        for n in (1, 2):
+            accepted = records.acceptance(n)
+            rewrite.record(lambda accepted=accepted: store.accept_attempt(accepted))
+            assert colocated.put_together(rewrite.values()) > 0
+        noted = rewrite.values()
+        assert len(noted) >= 3  # the record, its index entry and its event at least
+        assert colocated.put_together([]) == 0.0  # nothing noted: no transaction
+    finally:
+        rewrite.close()
+        colocated.close()
+        store.close()
+    env = lmdb.Environment(str(tmp_path / "colocated"), max_dbs=2, readonly=True, lock=False)
+    try:
+        with env.begin() as txn:
+            assert env.info()["last_txnid"] == 3  # the tree's creation, then one per operation
+            cursor = txn.cursor(db=env.open_db(b"raw", txn=txn, create=False))
+            stored = list(cursor)
+    finally:
+        env.close()
+    # The second operation's values, in order, right after the first's: adjacent keys.
+    assert [value for _, value in stored[-len(noted) :]] == noted
+    assert [key for key, _ in stored] == sorted(key for key, _ in stored)
+    assert all(key.startswith(b"op-00000001-") for key, _ in stored[-len(noted) :])
