@@ -127,6 +127,12 @@ class PoolLimits(msgspec.Struct, frozen=True, kw_only=True):
     idle. ``max_live_attempts`` bounds the attempts running at once across
     every session; one more is refused with ``BackgroundSubagentError.HostBusy``
     (nothing accepted, retry after ``retry_after_seconds``).
+
+    The heartbeat threads do store work only: lease renewals, and the
+    acceptances a supervisor with more requests waiting hands off so that it
+    admits them meanwhile (concurrent acceptances then share durable commits).
+    A heartbeat queued behind those waits for the acceptances ahead of it (at
+    most ``max_live_attempts`` of them), each one store write.
     """
 
     actor_threads: int = 4

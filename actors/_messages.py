@@ -204,6 +204,20 @@ class AttemptTerminal(msgspec.Struct, frozen=True, kw_only=True):
     cancellation_receipts: dict[str, str | None]
 
 
+class Accepted(msgspec.Struct, frozen=True, kw_only=True):
+    """The store answered an acceptance the supervisor handed to a pool thread (sent
+    by that thread, once): ``stored`` is the accepted record, else ``error`` is what
+    the store call raised (the supervisor maps it to its own errors and answers
+    ``reply``). The supervisor builds it with neither set, before the hand-off."""
+
+    request: DelegateRequest
+    reply: Reply
+    runner: ChildRunner
+    record: AttemptRecord
+    stored: AttemptRecord | None = None
+    error: BaseException | None = None
+
+
 class NewsReady(msgspec.Struct, frozen=True, kw_only=True):
     """An attempt appended ``AttemptTerminal`` news to ``Runtime.news`` while the
     supervisor wants to hear at once: a wake-up, the news itself is in the deque."""

@@ -49,6 +49,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, assert_never
 
+import msgspec
 import pykka
 
 from statemachines import derive_phase, is_active_execution
@@ -74,6 +75,7 @@ from ._delivery import Deliverer, DeltaBox
 from ._errors import BackgroundSubagentError
 from ._messages import (
     Abort,
+    Accepted,
     Ask,
     AttemptLost,
     AttemptTerminal,
@@ -205,7 +207,10 @@ class SupervisorActor(PooledActor):
         self.ended_order: deque[str] = deque()
         self.delivered_ids: set[str] = set()
         self.active_by_agent: dict[str, str] = {}  # agent_id -> attempt_id
+        # Acceptances handed to a pool thread and not answered yet: agent_id -> attempt_id.
+        self.accepting: dict[str, str] = {}
         self.closing = False
+        self.aborting = False  # the shutdown's mode, for attempts accepted after it began
         # An upper bound of this session's undelivered results: the store count at the
         # last recount plus every attempt since that ended, was lost (reconciliation makes
         # it a pending result) or may hide behind a lost acceptance response. Admission
@@ -245,6 +250,8 @@ class SupervisorActor(PooledActor):
                 resolve(message.reply, error=exc)
         elif isinstance(message, AttemptTerminal):
             self._on_terminal(message)
+        elif isinstance(message, Accepted):
+            self._on_accepted(message)
         elif isinstance(message, AttemptLost):
             self._on_lost(message)
         elif isinstance(message, NewsReady):
@@ -285,7 +292,12 @@ class SupervisorActor(PooledActor):
     # -- admission ---------------------------------------------------------------------------
 
     def _delegate(self, req: DelegateRequest, reply: Reply) -> None:
-        """Admit, accept in the store, start the attempt's actor, then answer."""
+        """Admit, accept in the store, start the attempt's actor, then answer.
+
+        The acceptance runs here when nothing else waits for this actor. Otherwise it
+        goes to the heartbeat pool, so this actor admits the next requests while the
+        store commits (their acceptances then share durable commits) and
+        :meth:`_on_accepted` goes on when the store answered."""
         runner = self._admit(req)
         rt = self.rt
         agent_id = req.agent_id or f"{req.subagent_name}-bg-{rt.ids.token_hex(4)}"
@@ -293,10 +305,77 @@ class SupervisorActor(PooledActor):
         # slot back as it stops (its end needs no wake-up of this actor).
         rt.pools.reserve_attempt()
         try:
-            stored = self._accept(req, agent_id)
+            pending = Accepted(
+                request=req, reply=reply, runner=runner, record=self._acceptance(req, agent_id)
+            )
+            if self.accepting or not self.actor_inbox.empty():
+                self._accept_aside(pending)
+                return
+            stored = self._accept(pending.record)
         except BaseException:
             rt.pools.release_attempt()
             raise
+        self._start_attempt(pending, stored)
+
+    def _accept_aside(self, pending: Accepted) -> None:
+        """Accept ``pending`` on a heartbeat thread (store work only, like a heartbeat),
+        which tells this actor the answer as :class:`Accepted`."""
+        record = pending.record
+        self.accepting[record.agent_id] = record.attempt_id
+        store, me, pools = self.rt.store, self.actor_ref, self.rt.pools
+
+        def tell(answer: Accepted) -> None:
+            try:
+                me.tell(answer)
+            except pykka.ActorDeadError:
+                # Stopped without a shutdown: an accepted record expires and is reconciled.
+                pools.release_attempt()
+                resolve(
+                    pending.reply,
+                    error=BackgroundSubagentError.Closing(
+                        "the supervisor stopped before the store answered"
+                    ),
+                )
+
+        def accept() -> None:
+            try:
+                stored = store.accept_attempt(record)
+            except BaseException as exc:
+                tell(msgspec.structs.replace(pending, error=exc))
+                if not isinstance(exc, Exception):
+                    raise
+                return
+            tell(msgspec.structs.replace(pending, stored=stored))
+
+        pools.heartbeats.run(accept)
+
+    def _on_accepted(self, answer: Accepted) -> None:
+        """The store answered an acceptance made aside: start the attempt, or answer
+        the refusal (and settle whoever waited for nothing to be active)."""
+        record = answer.record
+        if self.accepting.get(record.agent_id) == record.attempt_id:
+            del self.accepting[record.agent_id]
+        if answer.stored is None:
+            self.rt.pools.release_attempt()
+            assert answer.error is not None
+            resolve(answer.reply, error=self._refusal(answer.error, record))
+            if self.any_watchers and not (self.active_by_agent or self.accepting):
+                for watcher in self.any_watchers:
+                    resolve(watcher, "any")
+                self.any_watchers.clear()
+            self._check_settled()
+            return
+        try:
+            self._start_attempt(answer, answer.stored)
+        except BaseException as exc:  # answered to the caller, never raised into pykka
+            resolve(answer.reply, error=exc)
+            return
+        if self.closing:  # the shutdown began while the store committed it
+            self._stop_for_shutdown(self.active[record.attempt_id])
+
+    def _start_attempt(self, pending: Accepted, stored: AttemptRecord) -> None:
+        """Start the actor of the accepted ``stored``, enter it in the tables, answer."""
+        req, rt, agent_id = pending.request, self.rt, stored.agent_id
         attempt_id = stored.attempt_id
         request = ChildRequest(
             subagent_name=req.subagent_name,
@@ -313,7 +392,7 @@ class SupervisorActor(PooledActor):
             runtime=rt,
             record=stored,
             request=request,
-            runner=runner,
+            runner=pending.runner,
             supervisor=self.actor_ref,
             view=view,
         )
@@ -331,7 +410,7 @@ class SupervisorActor(PooledActor):
         )
         ref.tell(Start())
         resolve(
-            reply,
+            pending.reply,
             DelegateResult(
                 status="continued" if req.agent_id is not None else "accepted",
                 subagent_name=req.subagent_name,
@@ -359,7 +438,7 @@ class SupervisorActor(PooledActor):
             )
         if req.agent_id is not None:
             self._admit_continued(req.agent_id, req.subagent_name)
-        active = len(self.active_by_agent)
+        active = len(self.active_by_agent) + len(self.accepting)
         if active >= limits.max_active_attempts:
             raise BackgroundSubagentError.QuotaExceeded(
                 "too many active background attempts",
@@ -387,19 +466,18 @@ class SupervisorActor(PooledActor):
                 agent_id=agent_id,
                 subagent_name=subagent_name,
             )
-        if agent_id in self.active_by_agent:
+        holder = self.active_by_agent.get(agent_id) or self.accepting.get(agent_id)
+        if holder is not None:
             raise BackgroundSubagentError.ActiveConversation(
-                "the agent already has an active attempt",
-                agent_id=agent_id,
-                attempt_id=self.active_by_agent[agent_id],
+                "the agent already has an active attempt", agent_id=agent_id, attempt_id=holder
             )
 
-    def _accept(self, req: DelegateRequest, agent_id: str) -> AttemptRecord:
-        """The attempt's record, accepted by the store under this owner's lease."""
+    def _acceptance(self, req: DelegateRequest, agent_id: str) -> AttemptRecord:
+        """The record to accept, under this owner's lease (ids and store time read here)."""
         rt = self.rt
         attempt_id = f"subattempt_{rt.ids.uuid4()}"
         now = rt.store.clock.now()  # the lease runs on store time, not this host's clock
-        record = AttemptRecord(
+        return AttemptRecord(
             attempt_id=attempt_id,
             agent_id=agent_id,
             subagent_name=req.subagent_name,
@@ -417,28 +495,43 @@ class SupervisorActor(PooledActor):
             updated_at=now,
             profile=req.profile or "",
         )
+
+    def _accept(self, record: AttemptRecord) -> AttemptRecord:
+        """``record``, accepted by the store on this thread (its errors mapped)."""
         try:
-            return rt.store.accept_attempt(record)
-        except Conflict as exc:
-            if "holder" in exc.fields:
-                # Another non-terminal attempt of this agent exists in the store (one this
-                # supervisor abandoned after losing its lease, or another host's).
-                raise BackgroundSubagentError.ActiveConversation(
-                    "the agent already has an active attempt",
-                    agent_id=agent_id,
-                    attempt_id=exc.fields["holder"],
-                ) from exc
-            raise BackgroundSubagentError.Durability(
-                "the store refused the attempt", attempt_id=attempt_id, agent_id=agent_id
-            ) from exc
-        except StoreError as exc:
+            return self.rt.store.accept_attempt(record)
+        except BaseException as exc:
+            error = self._refusal(exc, record)
+            if error is exc:
+                raise
+            raise error from exc
+
+    def _refusal(self, exc: BaseException, record: AttemptRecord) -> BaseException:
+        """Our error for what the store's ``accept_attempt(record)`` raised (``exc``
+        itself when it is not the store's), its cause set to ``exc``."""
+        ids = {"attempt_id": record.attempt_id, "agent_id": record.agent_id}
+        if isinstance(exc, Conflict) and "holder" in exc.fields:
+            # Another non-terminal attempt of this agent exists in the store (one this
+            # supervisor abandoned after losing its lease, or another host's).
+            error: BaseException = BackgroundSubagentError.ActiveConversation(
+                "the agent already has an active attempt",
+                agent_id=record.agent_id,
+                attempt_id=exc.fields["holder"],
+            )
+        elif isinstance(exc, Conflict):
+            error = BackgroundSubagentError.Durability("the store refused the attempt", **ids)
+        elif isinstance(exc, StoreError):
             # A lost response may hide an applied acceptance: it then stays in the store
             # under our lease, expires and is reconciled as host_process_lost (a pending
             # result the estimate must cover).
             self.undelivered_estimate += 1
-            raise BackgroundSubagentError.Durability(
-                "the store did not accept the attempt", attempt_id=attempt_id, agent_id=agent_id
-            ) from exc
+            error = BackgroundSubagentError.Durability(
+                "the store did not accept the attempt", **ids
+            )
+        else:
+            return exc
+        error.__cause__ = exc
+        return error
 
     # -- requests for one attempt ------------------------------------------------------------
 
@@ -536,7 +629,7 @@ class SupervisorActor(PooledActor):
         (``not_found``) for an attempt this supervisor does not know."""
         done: Reply = concurrent.futures.Future()
         if attempt_id is None:
-            if not self.active_by_agent or any(
+            if not (self.active_by_agent or self.accepting) or any(
                 e.state == "terminal" and str(e.record.delivery_status) == "undelivered"
                 for e in self.entries.values()
             ):
@@ -747,27 +840,32 @@ class SupervisorActor(PooledActor):
         """Close admission, ask every live attempt to stop (``abort``: now), and
         answer a future that resolves once no attempt is active."""
         self.closing = True
+        self.aborting = abort
         self._hear_every_end()
         for entry in self.active.values():
-            if entry.ref is None:
-                continue
-            # An actor that already stopped has told its end: it is ahead in the mailbox.
-            with contextlib.suppress(pykka.ActorDeadError):
-                if abort:
-                    entry.ref.tell(Abort())
-                else:
-                    entry.ref.tell(
-                        Cancel(
-                            reason="supervisor shutdown",
-                            cancellation_id=None,
-                            reply=None,
-                            shutdown=True,
-                        )
-                    )
+            self._stop_for_shutdown(entry)
         settled: Reply = concurrent.futures.Future()
         self.settle_watchers.append(settled)
         self._check_settled()
         resolve(reply, settled)
+
+    def _stop_for_shutdown(self, entry: _Entry) -> None:
+        """Ask an active attempt to stop as the shutdown asked (abort, or cancel)."""
+        if entry.ref is None:
+            return
+        # An actor that already stopped has told its end: it is ahead in the mailbox.
+        with contextlib.suppress(pykka.ActorDeadError):
+            if self.aborting:
+                entry.ref.tell(Abort())
+            else:
+                entry.ref.tell(
+                    Cancel(
+                        reason="supervisor shutdown",
+                        cancellation_id=None,
+                        reply=None,
+                        shutdown=True,
+                    )
+                )
 
     def _idle(self) -> bool:
         """Whether nothing here needs this actor: no active attempt, no waiter, no
@@ -777,6 +875,7 @@ class SupervisorActor(PooledActor):
             self.closing
             or self.active
             or self.active_by_agent
+            or self.accepting
             or self.watched
             or self.settle_watchers
             or self.any_watchers
@@ -785,7 +884,7 @@ class SupervisorActor(PooledActor):
         )
 
     def _check_settled(self) -> None:
-        if self.active:
+        if self.active or self.accepting:
             return
         for watcher in self.settle_watchers:
             resolve(watcher, None)
