@@ -360,9 +360,7 @@ class SupervisorActor(PooledActor):
             assert answer.error is not None
             resolve(answer.reply, error=self._refusal(answer.error, record))
             if self.any_watchers and not (self.active_by_agent or self.accepting):
-                for watcher in self.any_watchers:
-                    resolve(watcher, "any")
-                self.any_watchers.clear()
+                self._answer_any_watchers()  # nothing is active any more: as watch(None) does
             self._check_settled()
             return
         try:
@@ -712,11 +710,15 @@ class SupervisorActor(PooledActor):
             for watcher in entry.watchers:
                 resolve(watcher, entry.state)
             entry.watchers.clear()
-            for watcher in self.any_watchers:
-                resolve(watcher, "any")
-            self.any_watchers.clear()
-            self.rt.news_wake = self._wants_news()
+            self._answer_any_watchers()
         self._check_settled()
+
+    def _answer_any_watchers(self) -> None:
+        """Answer every ``watch(None)`` waiter with ``"any"``; ends may be heard lazily again."""
+        for watcher in self.any_watchers:
+            resolve(watcher, "any")
+        self.any_watchers.clear()
+        self.rt.news_wake = self._wants_news()
 
     # -- news of ended attempts --------------------------------------------------------------
 

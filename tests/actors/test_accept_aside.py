@@ -20,7 +20,7 @@ import pytest
 from actor_helpers import SupervisorFactory
 
 from actors import BackgroundSubagentError, ChildControl, ChildOutcome, ChildRequest
-from actors._messages import DelegateRequest
+from actors._messages import DelegateRequest, WatchRequest
 from properties import FaultyStore, Gate
 from storage import AttemptRecord, RetryableStorage, SessionStore
 
@@ -74,6 +74,11 @@ def request(prompt: str, agent_id: str | None = None) -> DelegateRequest:
         parent_run_id="parent",
         metadata={},
     )
+
+
+def refused_id(store: NotingStore) -> str:
+    """The attempt id of the last acceptance the store saw."""
+    return list(store.accepted_on)[-1]
 
 
 def behind_a_held_acceptance(
@@ -186,3 +191,27 @@ def test_a_shutdown_waits_for_an_acceptance_in_flight_then_stops_that_attempt(
     stopping.result(WAIT)
     assert noting.load_attempt(late_id).execution_status == "cancelled"
     assert noting.accepted_on[late_id].startswith("subagents-heartbeat")
+
+
+def test_a_summary_wait_behind_the_only_acceptance_in_flight_ends_when_it_is_refused(
+    noting: NotingStore, make_supervisor: SupervisorFactory
+) -> None:
+    supervisor = make_supervisor(runner=instant, store=noting)
+    noting.refused.update({"first", "refused"})
+    entered, release = noting.hold("first")
+    first = supervisor._ask(request("first"))
+    assert entered.wait(WAIT)
+    # Behind the held (inline) acceptance: a delegate, then a summary wait behind it, so
+    # the delegate is accepted aside and the wait finds it in flight with nothing active.
+    refused = supervisor._ask(request("refused"))
+    watch = supervisor._ask(WatchRequest(attempt_id=None))
+    release.set()
+
+    with pytest.raises(BackgroundSubagentError.Durability):
+        first.result(WAIT)
+    kind, _, done = watch.result(WAIT)
+    assert kind == "summary"
+    with pytest.raises(BackgroundSubagentError.Durability):
+        refused.result(WAIT)
+    assert noting.accepted_on[refused_id(noting)].startswith("subagents-heartbeat")
+    assert done.result(WAIT) == "any"  # nothing is left to wait for
