@@ -984,8 +984,21 @@ class AttemptActor(PooledActor):
             terminal_fingerprint=None,
         )
         return TerminalCommit(
-            record=record, artifact=artifact, artifact_limits=artifact_limits, via=self._via(status)
+            record=record,
+            artifact=artifact,
+            artifact_limits=artifact_limits,
+            via=self._via(status),
+            deliver_claim_id=self._hand_over(artifact),
         )
+
+    def _hand_over(self, artifact: Artifact | None) -> str | None:
+        """The claim id of a waiter that offered to take the result in the terminal
+        commit (taken once: this commit is built once and replayed as it is). Not for
+        a result kept in an artifact: handing that over reads the store again, which
+        may fail after the commit delivered it, so that waiter claims it itself."""
+        if artifact is not None or self.view is None:
+            return None
+        return self.view.take_offer()
 
     def _via(self, terminal: ExecutionStatus) -> tuple[ExecutionStatus, ...]:
         """The statuses from the persisted one to ``terminal``, exclusive: through the

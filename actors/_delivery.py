@@ -237,10 +237,14 @@ class Deliverer:
             call, tries=DELIVERY_RETRIES, pause=pause, transient=_not_a_verdict, sleep=self.sleep
         )
 
+    def claim_id(self, consumer: str) -> str:
+        """A fresh claim id of ``consumer`` (``wait``, ``turn``, ``callback``...)."""
+        return f"{consumer}_{self.ids.uuid4()}"
+
     def _claim_for(self, consumer: str, continuation_run_id: str | None) -> DeliveryClaim:
         seconds = RUN_CLAIM_SECONDS if continuation_run_id else self.limits.claim_deadline
         return DeliveryClaim(
-            claim_id=f"{consumer}_{self.ids.uuid4()}",
+            claim_id=self.claim_id(consumer),
             deadline=self.store.clock.now() + seconds,
             continuation_run_id=continuation_run_id,
         )
@@ -323,11 +327,17 @@ class Deliverer:
         self.deltas.pop(attempt_id)
         self.delivered.append(attempt_id)
 
-    def _deliver_at_once(self, attempt_id: str, consumer: str) -> AttemptRecord:
+    def _deliver_at_once(
+        self, attempt_id: str, consumer: str, claim_id: str | None = None
+    ) -> AttemptRecord:
         """Claim and acknowledge in one store call (one durable commit, see
         ``SessionStore.claim_and_acknowledge``), for a consumer without a durable
-        run whose result is built already; the errors of :meth:`claim`."""
+        run whose result is built already; the errors of :meth:`claim`. With
+        ``claim_id`` (a wait's hand-over offer) the claim is made under it, so a
+        terminal commit that delivered under it already is an exact repeat."""
         claim = self._claim_for(consumer, None)
+        if claim_id is not None:
+            claim = msgspec.structs.replace(claim, claim_id=claim_id)
         record = self._claiming(
             attempt_id, lambda: self.store.claim_and_acknowledge(attempt_id, claim)
         )
@@ -357,16 +367,20 @@ class Deliverer:
             log.warning("attempt %s: could not release claim %s", attempt_id, claim_id)
 
     def deliver(
-        self, attempt_id: str, consumer: str, consumer_run_id: str | None = None
+        self,
+        attempt_id: str,
+        consumer: str,
+        consumer_run_id: str | None = None,
+        claim_as: str | None = None,
     ) -> tuple[BackgroundResult, AttemptRecord]:
         """Hand one result over; the result carries the delta.
 
         Without ``consumer_run_id``: build from the stored record, then claim and
         acknowledge in one store transaction (one durable commit; the returned
         record is ``delivered``, and a consumer that lost the race to another
-        gets that one's verdict). With it: claim for that durable run and hand
-        over, without acknowledging (the record is ``claimed``, linked to the
-        run; the run's terminal transition settles it).
+        gets that one's verdict), under the claim id ``claim_as`` when given. With it: claim
+        for that durable run and hand over, without acknowledging (the record is
+        ``claimed``, linked to the run; the run's terminal transition settles it).
         """
         if consumer_run_id is None:
             claim_id, record = None, self._terminal(attempt_id)
@@ -382,7 +396,15 @@ class Deliverer:
         if consumer_run_id is not None:
             self.deltas.pop(attempt_id)  # handed out once, with this hand-off
             return result, record
-        return result, self._deliver_at_once(attempt_id, consumer)
+        return result, self._deliver_at_once(attempt_id, consumer, claim_as)
+
+    def handed_over(self, record: AttemptRecord) -> BackgroundResult:
+        """The result a terminal commit delivered to a waiter of this process
+        (``TerminalCommit.deliver_claim_id``): built from that committed ``record``
+        with no store call (it names no artifact), its delta handed out now, once."""
+        result = self.build(record, with_delta=True)
+        self._acknowledged(record.attempt_id)
+        return result
 
     def take_pending(self, session_id: str, run_id: str | None = None) -> list[BackgroundResult]:
         """Every pending result of the session not claimed by someone else.

@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import inspect
 import logging
 import math
@@ -52,7 +53,7 @@ from typing import Any, assert_never
 import msgspec
 import pykka
 
-from statemachines import derive_phase, is_active_execution
+from statemachines import DeliveryStatus, derive_phase, is_active_execution
 from storage import (
     AnchoredClock,
     AttemptRecord,
@@ -659,7 +660,8 @@ class SupervisorActor(PooledActor):
         # Persisted already, and its delta put by the attempt.
         entry.record = message.record
         entry.state = "terminal"
-        self.undelivered_estimate += 1
+        if message.record.delivery_status != DeliveryStatus.DELIVERED:  # not handed over
+            self.undelivered_estimate += 1
         entry.cancellations.update(message.cancellation_receipts)
         self._retire(entry)
         if self.on_complete is not None:
@@ -1287,26 +1289,63 @@ class BackgroundSubagentSupervisor:
         deadline = time.monotonic() + clamp_wait(timeout_seconds)
         view = self._view(attempt_id)
         payload: Any = None
+        offer: str | None = None
         outcome: str | None
         if view is not None and view.ended is not None:
             state = outcome = view.ended
         else:
             if view is not None:
-                # An attempt this supervisor runs: wait on its view, no round trip.
+                # An attempt this supervisor runs: wait on its view, no round trip; a
+                # wait with no durable run offers to take the result in its terminal commit.
                 done = view.waiter()
                 state = "active"
+                if consumer_run_id is None:
+                    offer = self.deliverer.claim_id("wait")
+                    offer = offer if view.offer(offer) else None
             else:
                 state, payload, done = yield Await(self._ask(WatchRequest(attempt_id=attempt_id)))
-            try:
-                outcome = yield Await(done, timeout=max(0.0, deadline - time.monotonic()))
-            except TimeoutError:
-                outcome = None
+            outcome = yield from self._until_end(done, deadline, view, offer)
+        if view is not None and offer is not None and outcome is not None and view.handed_to(offer):
+            # The terminal commit delivered the result to this wait: no store call left.
+            assert attempt_id is not None
+            record = view.record
+            return self._delivered(attempt_id, self.deliverer.handed_over(record), record)
         # A timed-out wait reports the latest persisted projection.
         payload = view.record if view is not None else None if state != "not_found" else payload
-        result: WaitResult = yield Blocking(
-            self._finish_wait, attempt_id, state, payload, outcome, consumer_run_id
-        )
+        finish = functools.partial(self._finish_wait, consumer_run_id=consumer_run_id, offer=offer)
+        result: WaitResult = yield Blocking(finish, attempt_id, state, payload, outcome)
         return result
+
+    def _until_end(
+        self,
+        done: concurrent.futures.Future[Any],
+        deadline: float,
+        view: RecordView | None,
+        offer: str | None,
+    ) -> Steps[str | None]:
+        """How the attempt ended, or ``None`` at ``deadline``. An offer is withdrawn
+        then, unless the terminal commit took it: that commit may hand this wait the
+        result, so the wait goes on until it answered (at most a lease: past it the
+        owner's writes are fenced and the attempt ends lost)."""
+        try:
+            ended: str = yield Await(done, timeout=max(0.0, deadline - time.monotonic()))
+            return ended
+        except TimeoutError:
+            if view is None or offer is None or view.withdraw(offer):
+                return None
+        except BaseException:
+            if view is not None and offer is not None and not view.withdraw(offer):
+                log.warning(
+                    "a wait left while the terminal commit of %s could hand it the result;"
+                    " if it did, the result is delivered and this caller does not have it",
+                    view.record.attempt_id,
+                )
+            raise
+        try:
+            ended = yield Await(done, timeout=self.limits.lease_ttl)
+            return ended
+        except TimeoutError:
+            return None
 
     wait_sync, wait = twins(_wait)
 
@@ -1326,8 +1365,13 @@ class BackgroundSubagentSupervisor:
         state: str,
         payload: Any,
         outcome: str | None,
+        *,
         consumer_run_id: str | None = None,
+        offer: str | None = None,
     ) -> WaitResult:
+        """The answer of a wait that was not handed its result by the terminal commit:
+        it claims the result itself, under its ``offer`` when it made one (so when that
+        commit did deliver under it, unseen here, the claim is an exact repeat)."""
         if state == "not_found":
             return WaitResult(
                 status="not_found",
@@ -1353,7 +1397,7 @@ class BackgroundSubagentSupervisor:
                 record, "Still running. Do not poll; its result will be delivered to you."
             )
         try:
-            result, record = self.deliverer.deliver(attempt_id, "wait", consumer_run_id)
+            result, record = self.deliverer.deliver(attempt_id, "wait", consumer_run_id, offer)
         except BackgroundSubagentError.DeliveryClaimed:
             return self._elsewhere(attempt_id, "claimed")
         except BackgroundSubagentError.Delivered:
@@ -1361,6 +1405,16 @@ class BackgroundSubagentSupervisor:
         except BackgroundSubagentError.Durability:
             # Not terminal in the store (lost to another owner) or the store failed.
             return self._elsewhere(attempt_id, None)
+        return self._delivered(attempt_id, result, record, consumer_run_id)
+
+    @staticmethod
+    def _delivered(
+        attempt_id: str,
+        result: BackgroundResult,
+        record: AttemptRecord,
+        consumer_run_id: str | None = None,
+    ) -> WaitResult:
+        """The answer of a wait that was handed ``result`` (``record`` as stored)."""
         return WaitResult(
             status=result.status,
             attempt_id=attempt_id,

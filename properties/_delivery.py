@@ -79,11 +79,17 @@ class DeliveryMachine(ContractMachine):
         outcome=st.sampled_from(["completed", "completed", "failed", "cancelled"]),
         artifact=st.booleans(),
         retention=st.sampled_from([60.0, 600.0]),
+        handed_over=st.booleans(),
     )
-    def new_result(self, outcome: str, artifact: bool, retention: float) -> object:
+    def new_result(
+        self, outcome: str, artifact: bool, retention: float, handed_over: bool = False
+    ) -> object:
+        """A result reaches terminal; ``handed_over``: its terminal commit also delivers
+        it to an in-process consumer that waited for it (one transaction)."""
         n = self.n
         self.n += 1
         text = f"result {n}: ünïcode ✓"
+        claim_id = self.fresh("claim") if handed_over else None
         commit = self.drive_to_terminal(
             self.acceptance(n, NS, agent=n),
             outcome,
@@ -91,10 +97,11 @@ class DeliveryMachine(ContractMachine):
             retention=retention,
             artifact_text=("full artifact " + text * 3) if artifact else None,
             limits=LIMITS if artifact else None,
+            deliver_claim_id=claim_id,
         )
         if commit is None:
             return multiple()
-        self.claims[commit.record.attempt_id] = []
+        self.claims[commit.record.attempt_id] = [] if claim_id is None else [claim_id]
         return commit.record.attempt_id
 
     # -- consumer runs ----------------------------------------------------------------------

@@ -347,8 +347,11 @@ class ContractMachine(RuleBasedStateMachine):
         artifact_text: str | None = None,
         limits: ArtifactLimits | None = None,
         artifact_ref: str | None = None,
+        deliver_claim_id: str | None = None,
     ) -> TerminalCommit:
-        """A canonical terminal commit built from the writer's ``view`` of the record."""
+        """A canonical terminal commit built from the writer's ``view`` of the record
+        (with ``deliver_claim_id``: delivered to an in-process consumer in the same
+        transaction)."""
         now = self.clock.now()
         deadline = now + retention
         artifact: Artifact | None = None
@@ -395,7 +398,12 @@ class ContractMachine(RuleBasedStateMachine):
             delivery_status="undelivered",
             delivery_claim=None,
         )
-        return TerminalCommit(record=record, artifact=artifact, artifact_limits=limits)
+        return TerminalCommit(
+            record=record,
+            artifact=artifact,
+            artifact_limits=limits,
+            deliver_claim_id=deliver_claim_id,
+        )
 
     def commit(self, commit: TerminalCommit, op: str = "commit_terminal") -> bool:
         got = self.expect(

@@ -231,10 +231,8 @@ _TERMINAL = (
     _k(
         "K18-commit-keeps-agent-index",
         "            self._leave_active(txn, new)\n"
-        "            self._emit_terminal(txn, new, now, started=_starts(stored, commit))\n"
-        "            return new\n",
-        "            self._emit_terminal(txn, new, now, started=_starts(stored, commit))\n"
-        "            return new\n",
+        "            self._emit_terminal(txn, new, now, started=_starts(stored, commit))\n",
+        "            self._emit_terminal(txn, new, now, started=_starts(stored, commit))\n",
         "a terminal commit leaves the attempt in the active index (missing index move)",
         "fencing",
     ),
@@ -550,6 +548,14 @@ _MAINTENANCE = (
         "delivery",
     ),
     _k(
+        "K54-terminal-drops-hand-over",
+        "                new = self._deliver(txn, new, handed_to, now)\n",
+        "                pass\n",
+        "a terminal commit that names a waiting consumer leaves the result undelivered "
+        "(the consumer holds a result the store would deliver again)",
+        "delivery",
+    ),
+    _k(
         "K53-due-boundary",
         "            if taken >= limit or deadline_key > now_key:",
         "            if taken >= limit or deadline_key >= now_key:",
@@ -760,9 +766,8 @@ ATTEMPT_MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "A12-terminal-commit-without-path",
         ATTEMPT,
-        "            record=record, artifact=artifact, artifact_limits=artifact_limits, "
-        "via=self._via(status)\n",
-        "            record=record, artifact=artifact, artifact_limits=artifact_limits, via=()\n",
+        "            via=self._via(status),\n",
+        "            via=(),\n",
         "the terminal commit leaves out the statuses the attempt passed through since the "
         "persisted one (completing an attempt still recorded as accepted)",
         ("supervisor",),

@@ -766,6 +766,9 @@ class Reference:
         def apply() -> None:
             self._put(stored_record)
             self.commits[record.attempt_id] = commit
+            if commit.deliver_claim_id is not None:
+                # Handed to an in-process consumer in the same transaction.
+                self._deliver(record.attempt_id, commit.deliver_claim_id)
             if art is not None:
                 self.artifacts[art.artifact_ref] = ModelArtifact(
                     artifact_ref=art.artifact_ref,

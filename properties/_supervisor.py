@@ -37,6 +37,7 @@ never reopened between steps (a live supervisor holds it), so the
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import threading
 import time
@@ -660,8 +661,15 @@ class SupervisorMachine(RuleBasedStateMachine):
         return child
 
     @precondition(lambda self: not self.closed and self.by_state("active"))
-    @rule(index=st.integers(0, 7), how=st.sampled_from(["complete", "fail", "raise"]))
-    def child_ends(self, index: int, how: str) -> None:
+    @rule(
+        index=st.integers(0, 7),
+        how=st.sampled_from(["complete", "fail", "raise"]),
+        waited=st.booleans(),
+    )
+    def child_ends(self, index: int, how: str, waited: bool) -> None:
+        """A child ends; ``waited``: while the parent waits for it on another thread (the
+        wait may be handed the result by the terminal commit, or claim it after it).
+        Not beside a completion callback, which may lose that race and never be called."""
         tracked = self.pick(self.by_state("active"), index)
         child = self._started(tracked)
         text = self.fresh(f"{how}-text")
@@ -671,11 +679,34 @@ class SupervisorMachine(RuleBasedStateMachine):
             tracked.expect = ("failed", None, text)
         else:
             tracked.expect = ("failed", None, "Background subagent raised RuntimeError")
+        waiting = self._waiting(tracked.attempt_id) if waited and not self.with_callback else None
+        load_faults = self.faults_planned("load_attempt")
         if not child.send(how, text):
             raise self.violation(f"the child of {tracked.attempt_id} is not running")
         tracked.queued = 0
         self.settle_end(tracked)
-        self.path("child", how)
+        if waiting is not None:
+            try:
+                result = waiting.result(SETTLE)
+            except BackgroundSubagentError.Durability:
+                # Claimed after the end (not handed over), through a planned fault.
+                self._allow("wait while ending", "Durability", load_faults)
+            else:
+                self.judge_wait(result, tracked.attempt_id, "wait while ending")
+        self.path("child", how + (" while waited" if waiting is not None else ""))
+
+    def _waiting(self, attempt_id: str) -> concurrent.futures.Future[WaitResult]:
+        """``wait_sync(attempt_id)`` on a thread of its own, bounded by :data:`SETTLE`."""
+        answer: concurrent.futures.Future[WaitResult] = concurrent.futures.Future()
+
+        def main() -> None:
+            try:
+                answer.set_result(self.sup.wait_sync(attempt_id, timeout_seconds=SETTLE))
+            except BaseException as exc:  # judged by the rule, on its own thread
+                answer.set_exception(exc)
+
+        threading.Thread(target=main, name="machine-waiter").start()
+        return answer
 
     @precondition(lambda self: not self.closed and self.by_state("active"))
     @rule(index=st.integers(0, 7))
@@ -838,13 +869,18 @@ class SupervisorMachine(RuleBasedStateMachine):
                 raise self.violation(f"wait timed out on a {tracked.state} attempt: {result!r}")
             self.path("wait", "timed out")
             return
+        self.judge_wait(result, attempt_id, "wait")
+
+    def judge_wait(self, result: WaitResult, attempt_id: str, op: str) -> None:
+        """A wait's answer on a known attempt that did not time out: another consumer's,
+        or a delivery (then counted towards "reached the parent exactly once")."""
         if result.owned_elsewhere:
-            self.path("wait", f"owned elsewhere ({result.delivery_status})")
+            self.path(op, f"owned elsewhere ({result.delivery_status})")
             return
         if result.status not in TERMINAL or result.delivery_status != "delivered":
-            raise self.violation(f"wait returned {result!r}")
+            raise self.violation(f"{op} returned {result!r}")
         self.note_delivery(_from_wait(result, attempt_id))
-        self.path("wait", "delivered")
+        self.path(op, "delivered")
 
     @rule(kind=st.sampled_from(["take_pending", "info", "wait_any"]))
     def observe(self, kind: str) -> None:

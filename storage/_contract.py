@@ -226,6 +226,12 @@ class SessionStore(abc.ABC):
         stores the terminal fingerprint, removes the attempt from the active
         index and returns the record.
 
+        With ``commit.deliver_claim_id`` (a non-empty id without NUL, else
+        :class:`InvalidRecord`), the same transaction also hands the result to
+        the in-process consumer waiting for it, as :meth:`claim_and_acknowledge`
+        would: the returned record is ``delivered`` under that claim id. A
+        refused commit hands nothing over.
+
         Replay: if the attempt is already terminal, a commit with the same
         fingerprint returns the stored record (Ok even after the lease or the
         retention expired, and after delivery); anything else is

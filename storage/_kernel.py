@@ -1330,6 +1330,9 @@ class KernelStore(SessionStore):
     def commit_terminal(self, commit: TerminalCommit) -> AttemptRecord:
         commit = codec.TERMINAL_COMMIT.normalize(commit, what="TerminalCommit")
         record = commit.record
+        handed_to = commit.deliver_claim_id
+        if handed_to is not None:
+            _check_id("deliver_claim_id", handed_to)
         # Pure work (hashing, validating the submitted projection) happens before
         # the transaction so the writer holds the lock for as little as possible.
         fingerprint = terminal_fingerprint(commit)
@@ -1365,6 +1368,9 @@ class KernelStore(SessionStore):
             self._put_attempt(txn, new)
             self._leave_active(txn, new)
             self._emit_terminal(txn, new, now, started=_starts(stored, commit))
+            if handed_to is not None:
+                # The waiting in-process consumer's claim_and_acknowledge, in this commit.
+                new = self._deliver(txn, new, handed_to, now)
             return new
 
         return self.backend.write(fn)

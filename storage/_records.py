@@ -151,12 +151,22 @@ class TerminalCommit(msgspec.Struct, frozen=True, kw_only=True):
     follows the stored one directly. Not part of the terminal
     fingerprint: an exact replay of a committed terminal is recognized whatever
     path led to it.
+
+    ``deliver_claim_id``: the result is also handed to an in-process consumer
+    (one without a durable run) that waits for it, in this same transaction:
+    claimed and acknowledged under this claim id, as
+    :meth:`~storage.SessionStore.claim_and_acknowledge` would in a commit of its
+    own (``docs/durability.md``). Not part of the fingerprint either; an exact
+    replay returns the stored record, whose ``delivered_claim_id`` says whether
+    this consumer has the result (a store written before this field ignores it
+    and leaves the result undelivered, so the consumer checks).
     """
 
     record: AttemptRecord
     artifact: Artifact | None = None
     artifact_limits: ArtifactLimits | None = None
     via: tuple[ExecutionStatus, ...] = ()
+    deliver_claim_id: str | None = None
 
 
 class Retryable(msgspec.Struct, frozen=True, kw_only=True, tag="retryable"):

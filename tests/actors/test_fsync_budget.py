@@ -1,5 +1,6 @@
 """The fsync budget (docs/durability.md): on its critical path, at concurrency 1, an
-attempt costs at most three durable commits: acceptance, terminal, delivery.
+attempt costs at most three durable commits: acceptance, terminal, delivery; two
+when an in-process wait was waiting for it (the terminal commit delivers to it).
 
 Counted, not estimated: every figure is the difference of the store's own counters
 (``store.counters()``: the LMDB batching writer's real commits, and those that
@@ -25,7 +26,9 @@ from actors import (
     ChildRequest,
     Deliverer,
     SupervisorLimits,
+    WaitResult,
 )
+from actors._record_view import RecordView
 from properties import Gate
 from statemachines import RunStatus
 from storage import (
@@ -53,6 +56,18 @@ async def reporting(request: ChildRequest, control: ChildControl) -> ChildOutcom
     control.report_progress("waiting")
     control.report_progress("running")
     return ChildOutcome.completed(f"out:{request.prompt}")
+
+
+GATES: dict[str, Gate] = {}
+"""Gates of :func:`gated_reporting` children, by prompt (a test's own prompts)."""
+
+
+async def gated_reporting(request: ChildRequest, control: ChildControl) -> ChildOutcome:
+    """:func:`reporting`, once the gate of its prompt (if any) opened."""
+    gate = GATES.get(request.prompt)
+    if gate is not None:
+        await gate.wait()
+    return await reporting(request, control)
 
 
 @pytest.fixture
@@ -83,7 +98,7 @@ def warm(
     make_supervisor: SupervisorFactory, store: LmdbSessionStore
 ) -> BackgroundSubagentSupervisor:
     """A supervisor whose session exists already (its creation is not an attempt's)."""
-    supervisor = make_supervisor(runner=reporting, store=store, limits=SLOW_BEAT)
+    supervisor = make_supervisor(runner=gated_reporting, store=store, limits=SLOW_BEAT)
     first = supervisor.delegate_sync("research", "warm").attempt_id
     assert supervisor.wait_sync(first, 10).status == "completed"
     return supervisor
@@ -101,7 +116,7 @@ def test_the_store_counts_writes_commits_and_fsyncs(durable: LmdbSessionStore) -
     assert counted(durable, refused) == StoreCounters(writes=1, commits=0, fsyncs=0)
 
 
-def test_an_in_band_wait_of_an_sdk_parent_costs_three_fsyncs(
+def test_a_wait_that_comes_after_the_end_costs_three_fsyncs(
     durable: LmdbSessionStore, make_supervisor: SupervisorFactory
 ) -> None:
     supervisor = warm(make_supervisor, durable)
@@ -110,6 +125,7 @@ def test_an_in_band_wait_of_an_sdk_parent_costs_three_fsyncs(
 
         def attempt(n: int = n, box: list[str] = box) -> None:
             attempt_id = supervisor.delegate_sync("research", f"p{n}").attempt_id
+            assert wait_terminal(supervisor, attempt_id) == "terminal"
             waited = supervisor.wait_sync(attempt_id, 10)
             assert (waited.status, waited.result) == ("completed", f"out:p{n}")
             box.append(attempt_id)
@@ -122,6 +138,45 @@ def test_an_in_band_wait_of_an_sdk_parent_costs_three_fsyncs(
         # accept, terminal (with starting/running/waiting/running), claim+acknowledge
         assert moved.fsyncs <= BUDGET, moved
         assert moved.commits == moved.writes == BUDGET, moved
+
+
+def test_a_wait_that_came_first_is_handed_the_result_in_two_fsyncs(
+    durable: LmdbSessionStore, make_supervisor: SupervisorFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    offered = threading.Event()
+    offer = RecordView.offer
+
+    def noted(view: RecordView, claim_id: str) -> bool:
+        made = offer(view, claim_id)
+        offered.set()
+        return made
+
+    monkeypatch.setattr(RecordView, "offer", noted)
+    supervisor = warm(make_supervisor, durable)
+    for n in range(3):
+        offered.clear()
+        gate = GATES[f"first{n}"] = Gate()
+        box: list[str] = []
+
+        def attempt(n: int = n, gate: Gate = gate, box: list[str] = box) -> None:
+            attempt_id = supervisor.delegate_sync("research", f"first{n}").attempt_id
+            answer: list[WaitResult] = []
+            waiter = threading.Thread(
+                target=lambda: answer.append(supervisor.wait_sync(attempt_id, 10))
+            )
+            waiter.start()
+            assert offered.wait(10)
+            gate.open()
+            waiter.join(10)
+            assert (answer[0].status, answer[0].result) == ("completed", f"out:first{n}")
+            box.append(attempt_id)
+
+        moved = counted(durable, attempt)
+        record = durable.load_attempt(box[0])
+        assert (record.execution_status, record.delivery_status) == ("completed", "delivered")
+        assert record.child_run_id == f"run-first{n}"
+        # accept, then terminal and delivery to the waiting wait in one commit
+        assert moved.fsyncs == moved.commits == moved.writes == BUDGET - 1, moved
 
 
 def test_a_wait_inside_a_durable_run_costs_three_fsyncs_and_the_run_acknowledges(

@@ -3,7 +3,8 @@
 A terminal commit carries the execution statuses the attempt passed through since
 the stored one (``TerminalCommit.via``), every step checked against ``EXECUTION``
 in the same transaction; ``claim_and_acknowledge`` delivers to a consumer without
-a durable run in one transaction; ``counters()`` counts what the backend did.
+a durable run in one transaction, and a terminal commit with ``deliver_claim_id``
+does so in the terminal's own transaction; ``counters()`` counts what the backend did.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from storage import (
     DeliveryClaim,
     DeliveryClaimed,
     IllegalTransition,
+    InvalidRecord,
     ManualClock,
     MemorySessionStore,
     SessionStore,
@@ -241,3 +243,50 @@ def test_progress_carried_by_a_renewal_commits_attempt_started_once(
     session = accepted.parent_session_id
     started = [e for e in store.replay_events(session) if e.kind == "attempt.started"]
     assert [(e.data["attempt_id"], e.at) for e in started] == [("subattempt_1", clock.now())]
+
+
+def _handed_to(commit: TerminalCommit, claim_id: str | None = "wait_1") -> TerminalCommit:
+    return msgspec.structs.replace(commit, deliver_claim_id=claim_id)
+
+
+def test_a_terminal_commit_hands_the_result_to_a_waiting_consumer_in_the_same_commit(
+    store: SessionStore, clock: ManualClock
+) -> None:
+    _accepted(store, clock)
+    running = drive(store, store.load_attempt("subattempt_1"), clock)
+    before = store.counters()
+    commit = _handed_to(terminal(running, clock))
+    delivered = store.commit_terminal(commit)
+    assert (delivered.execution_status, delivered.delivery_status) == ("completed", "delivered")
+    assert (delivered.delivered_claim_id, delivered.delivery_claim) == ("wait_1", None)
+    assert store.load_attempt("subattempt_1") == delivered
+    moved_by = store.counters() - before
+    assert (moved_by.writes, moved_by.commits) == (1, 1)
+    session = delivered.parent_session_id
+    assert store.list_pending_attempts(delivered.namespace_id, session) == []
+    kinds = [e.kind for e in store.replay_events(session) if e.data.get("attempt_id")]
+    assert kinds[-2:] == ["attempt.terminal", "attempt.delivered"]
+    # An exact replay (a lost response) returns the delivered record; nobody else gets it.
+    assert store.commit_terminal(commit) == delivered
+    assert store.commit_terminal(_handed_to(commit, None)) == delivered
+    with pytest.raises(Delivered):
+        store.claim_and_acknowledge("subattempt_1", _claim(clock, "turn_2"))
+
+
+def test_a_refused_terminal_commit_hands_nothing_over(
+    store: SessionStore, clock: ManualClock
+) -> None:
+    _accepted(store, clock)
+    running = drive(store, store.load_attempt("subattempt_1"), clock)
+    stale = msgspec.structs.replace(
+        running, owner_lease=msgspec.structs.replace(running.owner_lease, fencing_generation=9)
+    )
+    with pytest.raises(StaleFence):
+        store.commit_terminal(_handed_to(terminal(stale, clock)))
+    for bad in ("", "wait\x00one"):
+        with pytest.raises(InvalidRecord):
+            store.commit_terminal(_handed_to(terminal(running, clock), bad))
+    assert store.load_attempt("subattempt_1") == running
+    # Committed without a consumer, the result waits for one as before.
+    stored = store.commit_terminal(terminal(running, clock))
+    assert (stored.delivery_status, stored.delivered_claim_id) == ("undelivered", None)
