@@ -1345,6 +1345,11 @@ class BackgroundSubagentSupervisor:
             ended = yield Await(done, timeout=self.limits.lease_ttl)
             return ended
         except TimeoutError:
+            log.warning(
+                "a wait gave up on the terminal commit of %s after a lease; if that commit"
+                " still succeeds, the result is delivered and this caller does not have it",
+                view.record.attempt_id,
+            )
             return None
 
     wait_sync, wait = twins(_wait)

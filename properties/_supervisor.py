@@ -666,7 +666,7 @@ class SupervisorMachine(RuleBasedStateMachine):
         how=st.sampled_from(["complete", "fail", "raise"]),
         waited=st.booleans(),
     )
-    def child_ends(self, index: int, how: str, waited: bool) -> None:
+    def child_ends(self, index: int, how: str, waited: bool = False) -> None:
         """A child ends; ``waited``: while the parent waits for it on another thread (the
         wait may be handed the result by the terminal commit, or claim it after it).
         Not beside a completion callback, which may lose that race and never be called."""

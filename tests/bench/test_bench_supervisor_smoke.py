@@ -40,7 +40,8 @@ def test_the_supervisor_bench_prints_every_figure_with_its_target_as_json() -> N
     rows = result["comparison"]["rows"]
     assert set(rows) == {"raw@1", "kernel@1", "kernel@32", "sdk@1", "sdk@32"}
     for cell in ("kernel@1", "kernel@32", "sdk@1"):
-        assert rows[cell]["writes_per_attempt"] >= 3  # accept, terminal, delivery
+        # accept, terminal and delivery: in the terminal commit when the wait came first
+        assert 2 <= rows[cell]["writes_per_attempt"] <= 3.5
         assert rows[cell]["fsyncs_per_attempt"] > 0
     for name in DBOS:
         assert figures[name]["value"] is None
