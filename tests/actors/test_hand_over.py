@@ -113,17 +113,36 @@ def launched(
     return supervisor, supervisor.delegate_sync("research", "q").attempt_id
 
 
+def waiting(
+    store: SessionStore,
+    make_supervisor: SupervisorFactory,
+    events: ViewEvents,
+    *,
+    timeout: float = WAIT,
+    loop: asyncio.AbstractEventLoop | None = None,
+    **kwargs: Any,
+) -> tuple[Gate, BackgroundSubagentSupervisor, str, concurrent.futures.Future[WaitResult]]:
+    """A gated attempt and a wait on it (on a thread of its own, or a coroutine on
+    ``loop``), returned once the wait offered to take the result."""
+    gate = Gate()
+    supervisor, attempt_id = launched(make_supervisor, store, gate, **kwargs)
+    if loop is None:
+        future = in_thread(lambda: supervisor.wait_sync(attempt_id, timeout))
+    else:
+        future = asyncio.run_coroutine_threadsafe(supervisor.wait(attempt_id, timeout), loop)
+    assert events.offered.wait(WAIT)
+    return gate, supervisor, attempt_id, future
+
+
 def test_a_wait_that_came_first_is_handed_the_result_in_the_terminal_commit(
     store: SessionStore, make_supervisor: SupervisorFactory, events: ViewEvents
 ) -> None:
-    gate = Gate()
-    supervisor, attempt_id = launched(make_supervisor, store, gate)
-    waiting = in_thread(lambda: supervisor.wait_sync(attempt_id, WAIT))
-    assert events.offered.wait(WAIT) and events.offers == [True]
+    gate, supervisor, attempt_id, waited_for = waiting(store, make_supervisor, events)
+    assert events.offers == [True]
 
     def finish() -> None:
         gate.open()
-        waited = waiting.result(WAIT)
+        waited = waited_for.result(WAIT)
         assert (waited.status, waited.result) == ("completed", "out:q")
         assert (waited.delivery_status, waited.owned_elsewhere) == ("delivered", False)
 
@@ -171,17 +190,14 @@ def test_a_wait_whose_offer_the_commit_took_waits_for_that_commit_past_its_timeo
     store: SessionStore, make_supervisor: SupervisorFactory, events: ViewEvents
 ) -> None:
     held = HeldTerminal(store)
-    gate = Gate()
-    supervisor, attempt_id = launched(make_supervisor, held, gate)
-    waiting = in_thread(lambda: supervisor.wait_sync(attempt_id, 0.05))
-    assert events.offered.wait(WAIT)
+    gate, _, _, waited_for = waiting(held, make_supervisor, events, timeout=0.05)
     gate.open()
     assert held.entered.wait(WAIT)
     assert (held.commits[0].deliver_claim_id or "").startswith("wait_")
     # Its time is up, but the commit under way may hand it the result: it stays.
     assert events.kept.wait(WAIT) and not events.withdrawn.is_set()
     held.release.set()
-    waited = waiting.result(WAIT)
+    waited = waited_for.result(WAIT)
     assert (waited.timed_out, waited.result, waited.delivery_status) == (
         False,
         "out:q",
@@ -192,10 +208,7 @@ def test_a_wait_whose_offer_the_commit_took_waits_for_that_commit_past_its_timeo
 def test_one_offer_per_attempt_and_the_other_wait_is_told_who_has_it(
     store: SessionStore, make_supervisor: SupervisorFactory, events: ViewEvents
 ) -> None:
-    gate = Gate()
-    supervisor, attempt_id = launched(make_supervisor, store, gate)
-    first = in_thread(lambda: supervisor.wait_sync(attempt_id, WAIT))
-    assert events.offered.wait(WAIT)
+    gate, supervisor, attempt_id, first = waiting(store, make_supervisor, events)
     events.offered.clear()
     second = in_thread(lambda: supervisor.wait_sync(attempt_id, WAIT))
     assert events.offered.wait(WAIT) and events.offers == [True, False]
@@ -209,15 +222,12 @@ def test_one_offer_per_attempt_and_the_other_wait_is_told_who_has_it(
 def test_a_result_kept_in_an_artifact_is_claimed_by_the_wait_itself(
     store: SessionStore, make_supervisor: SupervisorFactory, events: ViewEvents
 ) -> None:
-    gate = Gate()
     small = SupervisorLimits(heartbeat_interval=5.0, inline_preview_bytes=4)
-    supervisor, attempt_id = launched(make_supervisor, store, gate, limits=small)
-    waiting = in_thread(lambda: supervisor.wait_sync(attempt_id, WAIT))
-    assert events.offered.wait(WAIT)
+    gate, _, attempt_id, waited_for = waiting(store, make_supervisor, events, limits=small)
 
     def finish() -> None:
         gate.open()
-        assert waiting.result(WAIT).result == "out:q"  # the artifact's full content
+        assert waited_for.result(WAIT).result == "out:q"  # the artifact's full content
 
     assert writes(store, finish) == 2  # the terminal commit, then the wait's own claim
     record = store.load_attempt(attempt_id)
@@ -234,22 +244,6 @@ class IgnoresHandOver(FaultyStore):
         return stored
 
 
-def test_a_store_that_ignores_the_hand_over_leaves_the_wait_to_claim_it(
-    store: SessionStore, make_supervisor: SupervisorFactory, events: ViewEvents
-) -> None:
-    gate = Gate()
-    supervisor, attempt_id = launched(make_supervisor, IgnoresHandOver(store), gate)
-    waiting = in_thread(lambda: supervisor.wait_sync(attempt_id, WAIT))
-    assert events.offered.wait(WAIT)
-    gate.open()
-    waited = waiting.result(WAIT)
-    assert (waited.result, waited.delivery_status, waited.owned_elsewhere) == (
-        "out:q",
-        "delivered",
-        False,
-    )
-
-
 class HidesHandOver(FaultyStore):
     """Delivers as asked, but answers with the record as it was before the delivery
     (as after a lost response whose replay this process never saw)."""
@@ -262,17 +256,24 @@ class HidesHandOver(FaultyStore):
         )
 
 
-def test_a_hand_over_the_wait_did_not_see_is_claimed_again_under_its_offer(
-    store: SessionStore, make_supervisor: SupervisorFactory, events: ViewEvents
+@pytest.mark.parametrize("kind", [IgnoresHandOver, HidesHandOver])
+def test_a_wait_that_does_not_see_the_hand_over_claims_the_result_under_its_offer(
+    store: SessionStore,
+    make_supervisor: SupervisorFactory,
+    events: ViewEvents,
+    kind: type[FaultyStore],
 ) -> None:
-    gate = Gate()
-    supervisor, attempt_id = launched(make_supervisor, HidesHandOver(store), gate)
-    waiting = in_thread(lambda: supervisor.wait_sync(attempt_id, WAIT))
-    assert events.offered.wait(WAIT)
+    """A store that ignores the field: the wait claims the result itself. One that
+    delivered but whose answer was lost: the wait's claim, under its offer, is an
+    exact repeat of that delivery, so the wait has the result all the same."""
+    gate, _, _, waited_for = waiting(kind(store), make_supervisor, events)
     gate.open()
-    # Its own claim is an exact repeat of the delivery it was given: it has the result.
-    waited = waiting.result(WAIT)
-    assert (waited.result, waited.owned_elsewhere) == ("out:q", False)
+    waited = waited_for.result(WAIT)
+    assert (waited.result, waited.delivery_status, waited.owned_elsewhere) == (
+        "out:q",
+        "delivered",
+        False,
+    )
 
 
 @pytest.fixture
@@ -293,14 +294,11 @@ def test_the_coroutine_wait_is_handed_the_result_too(
     events: ViewEvents,
     loop: asyncio.AbstractEventLoop,
 ) -> None:
-    gate = Gate()
-    supervisor, attempt_id = launched(make_supervisor, store, gate)
-    waiting = asyncio.run_coroutine_threadsafe(supervisor.wait(attempt_id, WAIT), loop)
-    assert events.offered.wait(WAIT)
+    gate, _, _, waited_for = waiting(store, make_supervisor, events, loop=loop)
 
     def finish() -> None:
         gate.open()
-        assert waiting.result(WAIT).result == "out:q"
+        assert waited_for.result(WAIT).result == "out:q"
 
     assert writes(store, finish) == 1
 
@@ -311,11 +309,8 @@ def test_a_cancelled_coroutine_wait_withdraws_its_offer(
     events: ViewEvents,
     loop: asyncio.AbstractEventLoop,
 ) -> None:
-    gate = Gate()
-    supervisor, attempt_id = launched(make_supervisor, store, gate)
-    waiting = asyncio.run_coroutine_threadsafe(supervisor.wait(attempt_id, WAIT), loop)
-    assert events.offered.wait(WAIT)
-    waiting.cancel()
+    gate, supervisor, attempt_id, waited_for = waiting(store, make_supervisor, events, loop=loop)
+    waited_for.cancel()
     assert events.withdrawn.wait(WAIT) and not events.kept.is_set()
     gate.open()
     assert wait_terminal(supervisor, attempt_id) == "terminal"
