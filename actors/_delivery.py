@@ -241,10 +241,13 @@ class Deliverer:
         """A fresh claim id of ``consumer`` (``wait``, ``turn``, ``callback``...)."""
         return f"{consumer}_{self.ids.uuid4()}"
 
-    def _claim_for(self, consumer: str, continuation_run_id: str | None) -> DeliveryClaim:
+    def _claim_for(
+        self, consumer: str, continuation_run_id: str | None, claim_id: str | None = None
+    ) -> DeliveryClaim:
+        """A claim of ``consumer`` (under ``claim_id``, else a fresh one)."""
         seconds = RUN_CLAIM_SECONDS if continuation_run_id else self.limits.claim_deadline
         return DeliveryClaim(
-            claim_id=self.claim_id(consumer),
+            claim_id=claim_id or self.claim_id(consumer),
             deadline=self.store.clock.now() + seconds,
             continuation_run_id=continuation_run_id,
         )
@@ -328,16 +331,14 @@ class Deliverer:
         self.delivered.append(attempt_id)
 
     def _deliver_at_once(
-        self, attempt_id: str, consumer: str, claim_id: str | None = None
+        self, attempt_id: str, consumer: str, claim_as: str | None = None
     ) -> AttemptRecord:
         """Claim and acknowledge in one store call (one durable commit, see
         ``SessionStore.claim_and_acknowledge``), for a consumer without a durable
-        run whose result is built already; the errors of :meth:`claim`. With
-        ``claim_id`` (a wait's hand-over offer) the claim is made under it, so a
-        terminal commit that delivered under it already is an exact repeat."""
-        claim = self._claim_for(consumer, None)
-        if claim_id is not None:
-            claim = msgspec.structs.replace(claim, claim_id=claim_id)
+        run whose result is built already; the errors of :meth:`claim`. Under the
+        claim id ``claim_as`` when given (a wait's hand-over offer), so a terminal
+        commit that delivered under it already makes this an exact repeat."""
+        claim = self._claim_for(consumer, None, claim_as)
         record = self._claiming(
             attempt_id, lambda: self.store.claim_and_acknowledge(attempt_id, claim)
         )

@@ -549,8 +549,8 @@ _MAINTENANCE = (
     ),
     _k(
         "K54-terminal-drops-hand-over",
-        "                new = self._deliver(txn, new, handed_to, now)\n",
-        "                pass\n",
+        "            return self._deliver(txn, new, handed_to, now)\n",
+        "            self._put_attempt(txn, new)\n            return new\n",
         "a terminal commit that names a waiting consumer leaves the result undelivered "
         "(the consumer holds a result the store would deliver again)",
         "delivery",

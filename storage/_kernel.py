@@ -1365,13 +1365,14 @@ class KernelStore(SessionStore):
             if artifact is not None:
                 self._admit_artifact(txn, commit, artifact, now)
             new = _replace(record, owner_lease=stored.owner_lease, terminal_fingerprint=fingerprint)
-            self._put_attempt(txn, new)
             self._leave_active(txn, new)
             self._emit_terminal(txn, new, now, started=_starts(stored, commit))
-            if handed_to is not None:
-                # The waiting in-process consumer's claim_and_acknowledge, in this commit.
-                new = self._deliver(txn, new, handed_to, now)
-            return new
+            if handed_to is None:
+                self._put_attempt(txn, new)
+                return new
+            # The waiting in-process consumer's claim_and_acknowledge, in this commit
+            # (it puts the record, delivered: the terminal one is never put on its own).
+            return self._deliver(txn, new, handed_to, now)
 
         return self.backend.write(fn)
 
