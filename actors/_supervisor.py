@@ -212,30 +212,65 @@ class SupervisorActor(PooledActor):
         self.accepting: dict[str, str] = {}
         self.closing = False
         self.aborting = False  # the shutdown's mode, for attempts accepted after it began
-        # An upper bound of this session's undelivered results: the store count at the
-        # last recount plus every attempt since that ended, was lost (reconciliation makes
-        # it a pending result) or may hide behind a lost acceptance response. Admission
-        # recounts only at the limit. (Results of other supervisors of the same session
-        # are counted only at a recount.)
-        self.undelivered_estimate = 0
+        # The ids of this session's results believed undelivered: the store's pending
+        # set at the last recount plus every attempt since that ended without being
+        # handed over, was lost (reconciliation makes it a pending result) or may hide
+        # behind a lost acceptance response. Admission checks it only at the limit
+        # (_undelivered_at_limit). Results of other supervisors of the same session
+        # are counted only at a recount.
+        self.undelivered: set[str] = set()
+        self.recount_due = False
         self.settle_watchers: list[Reply] = []
         self.any_watchers: list[Reply] = []
         self.watched = 0  # watchers waiting in entries
         runtime.news_wake = on_complete is not None
 
-    def _count_pending(self) -> int:
+    def _recount(self) -> None:
+        """Replace :attr:`undelivered` with the store's pending set of this session (a
+        read of every retained entry of the session: O(its history))."""
+        rt = self.rt
         try:
-            return len(
-                self.rt.store.list_pending_attempts(self.rt.namespace_id, self.rt.session_id)
-            )
+            pending = rt.store.list_pending_attempts(rt.namespace_id, rt.session_id)
         except StoreError as exc:
             raise BackgroundSubagentError.Durability("could not count pending results") from exc
+        self.undelivered = {record.attempt_id for record in pending}
+        self.recount_due = False
+
+    def _undelivered_at_limit(self) -> int:
+        """How many results are undelivered, asked when :attr:`undelivered` reached the
+        limit: first without the ones this supervisor's deliverer acknowledged, then
+        without the ones the store says are delivered (or unknown: an acceptance whose
+        response was lost and that never applied), and only when that still leaves it
+        at the limit, the store's recount. Costs O(limit) point reads, not O(history),
+        unless the limit is really reached."""
+        limit = self.rt.limits.max_undelivered_results
+        if not self.recount_due:
+            self._take_delivered()
+            if len(self.undelivered) >= limit:
+                self._drop_delivered_in_store()
+            if len(self.undelivered) < limit:
+                return len(self.undelivered)
+        self._recount()
+        return len(self.undelivered)
+
+    def _drop_delivered_in_store(self) -> None:
+        store = self.rt.store
+        for attempt_id in list(self.undelivered):
+            try:
+                record = store.load_attempt(attempt_id)
+            except NotFound:
+                self.undelivered.discard(attempt_id)  # never accepted
+                continue
+            except StoreError as exc:
+                raise BackgroundSubagentError.Durability("could not count pending results") from exc
+            if record.delivery_status == DeliveryStatus.DELIVERED:
+                self.undelivered.discard(attempt_id)
 
     def on_start(self) -> None:
         try:
-            self.undelivered_estimate = self._count_pending()
+            self._recount()
         except BackgroundSubagentError:
-            self.undelivered_estimate = self.rt.limits.max_undelivered_results  # recount later
+            self.recount_due = True  # at the next admission
         # Agents of earlier attempts are looked up when one is continued
         # (_lookup_agent), not loaded here: every start (a new session, a wake from
         # hibernation) would otherwise read the store's whole attempt history.
@@ -444,10 +479,10 @@ class SupervisorActor(PooledActor):
                 active=active,
                 limit=limits.max_active_attempts,
             )
-        pending = self.undelivered_estimate
-        if pending >= limits.max_undelivered_results:
-            # The estimate only over-counts (deliveries happen elsewhere): recount.
-            pending = self.undelivered_estimate = self._count_pending()
+        pending = len(self.undelivered)
+        if self.recount_due or pending >= limits.max_undelivered_results:
+            # The set only over-counts (deliveries happen elsewhere): check it.
+            pending = self._undelivered_at_limit()
         if pending >= limits.max_undelivered_results:
             raise BackgroundSubagentError.QuotaExceeded(
                 "too many undelivered background results are retained",
@@ -522,8 +557,8 @@ class SupervisorActor(PooledActor):
         elif isinstance(exc, StoreError):
             # A lost response may hide an applied acceptance: it then stays in the store
             # under our lease, expires and is reconciled as host_process_lost (a pending
-            # result the estimate must cover).
-            self.undelivered_estimate += 1
+            # result the bound must cover).
+            self.undelivered.add(record.attempt_id)
             error = BackgroundSubagentError.Durability(
                 "the store did not accept the attempt", **ids
             )
@@ -661,7 +696,7 @@ class SupervisorActor(PooledActor):
         entry.record = message.record
         entry.state = "terminal"
         if message.record.delivery_status != DeliveryStatus.DELIVERED:  # not handed over
-            self.undelivered_estimate += 1
+            self.undelivered.add(message.attempt_id)
         entry.cancellations.update(message.cancellation_receipts)
         self._retire(entry)
         if self.on_complete is not None:
@@ -690,7 +725,7 @@ class SupervisorActor(PooledActor):
             return
         entry.state = "lost"
         # Reconciliation (here or by another host) turns it into a pending result.
-        self.undelivered_estimate += 1
+        self.undelivered.add(message.attempt_id)
         entry.cancellations.update(message.cancellation_receipts)
         with contextlib.suppress(StoreError):
             entry.record = self.rt.store.load_attempt(message.attempt_id)
@@ -807,11 +842,7 @@ class SupervisorActor(PooledActor):
         order = self.ended_order
         if len(order) <= limit + max(1, limit // 4):
             return
-        delivered = self.delivered_ids
-        drained, self.deliverer.delivered = self.deliverer.delivered, []
-        for attempt_id in drained:
-            if attempt_id in self.entries:
-                delivered.add(attempt_id)
+        self._take_delivered()
         excess = len(order) - limit
         kept: deque[str] = deque()
         for attempt_id in order:  # oldest first
@@ -821,6 +852,15 @@ class SupervisorActor(PooledActor):
             else:
                 kept.append(attempt_id)
         self.ended_order = kept
+
+    def _take_delivered(self) -> None:
+        """Take the ids the deliverer acknowledged since the last call: delivered, so
+        neither undelivered nor (while in the table) in need of a store read to prune."""
+        drained, self.deliverer.delivered = self.deliverer.delivered, []
+        for attempt_id in drained:
+            self.undelivered.discard(attempt_id)
+            if attempt_id in self.entries:
+                self.delivered_ids.add(attempt_id)
 
     def _was_delivered(self, attempt_id: str) -> bool:
         if attempt_id in self.delivered_ids:
