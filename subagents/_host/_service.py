@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -146,7 +147,17 @@ here, a run that started or ended here or a supervisor handed out makes the next
 sweep the sessions active here only (index reads per session), and a reconciliation that
 changed a record makes it a whole sweep. ``maintain()`` called directly always sweeps
 the whole namespace. Every ``SWEEP_TICKS`` ticks the host also hibernates its idle
-supervisors (:meth:`HostService.hibernate_idle`)."""
+supervisors (:meth:`HostService.hibernate_idle`).
+
+A whole sweep's cost grows with the namespace's retained history, so the ticks
+between two whole sweeps grow with it: at least ``SWEEP_TICKS``, and enough that the
+last whole sweep's time is at most :data:`SWEEP_SHARE` of the ticks' time."""
+SWEEP_SHARE = 0.01
+"""The largest share of the maintenance ticks' time that whole sweeps may take (one
+per cent: with a tick of 1 s, a sweep of 1 s makes the next one due 100 ticks later).
+An idle host's CPU then stays bounded as its namespace's retained history grows; the
+backstop for other hosts' results comes later in proportion, while the sessions active
+here are still swept at the next tick."""
 _TERMINAL_RUN = {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED}
 PARENT_PROFILE_KEY = "subagents.parent_profile"
 """``ChildRequest.metadata``: the delegating parent's profile (its MCP tools are inherited)."""
@@ -379,6 +390,9 @@ class HostService:
         self._tick: asyncio.Task[None] | None = None
         self._passes = 0
         self._quiet_ticks = 0  # ticks since the last sweep
+        self._sweep_every = SWEEP_TICKS  # ticks from one whole sweep to the next
+        # Measures a whole sweep (seconds, monotonic; tests inject their own).
+        self._sweep_timer: Callable[[], float] = time.perf_counter
         self._swept_ended = 0  # pools.ended_attempts at the last sweep
         self._watched: set[tuple[str, str]] = set()
         # Sessions touched (a supervisor handed out, a run ended) since the last sweep and
@@ -545,7 +559,7 @@ class HostService:
         ``None`` (the sessions active here) when something happened here since the
         last sweep; else ``False``."""
         self._quiet_ticks += 1
-        if self._quiet_ticks >= SWEEP_TICKS:
+        if self._quiet_ticks >= self._sweep_every:
             return True
         return (
             None
@@ -563,12 +577,15 @@ class HostService:
         record makes it a whole sweep."""
         if self._closed:
             return
+        swept = 0.0  # seconds this whole sweep took (expiry and the pending results)
         try:
             # First: results claimed by runs whose host is gone go back, unsuppressed.
             if self.store.reconcile(self.namespace_id):
                 sweep = True
             if sweep:
+                started = self._sweep_timer()
                 self.store.expire_retention(self.namespace_id)
+                swept = self._sweep_timer() - started
         except StoreError as exc:
             log.warning("store reconciliation failed: %s", exc)
         self._reconcile_runs()
@@ -582,14 +599,26 @@ class HostService:
         active = self._active_sessions()  # a whole sweep starts the next generation too
         sessions = None if sweep else active
         if self._accepting:
+            started = self._sweep_timer()
             self._admit_continuations(sessions)
+            swept += self._sweep_timer() - started
+        if sweep:
+            self._pace_sweeps(swept)
+
+    def _pace_sweeps(self, seconds: float) -> None:
+        """Set the ticks until the next whole sweep from this one's ``seconds``: at
+        least ``SWEEP_TICKS``, and enough that whole sweeps take at most
+        :data:`SWEEP_SHARE` of the ticks' time."""
+        ticks = seconds / (self.tick_seconds * SWEEP_SHARE)
+        self._sweep_every = max(SWEEP_TICKS, math.ceil(ticks - 1e-9))
 
     def _active_sessions(self) -> set[str]:
         """The sessions a result may have become pending in since the last sweep: those
         with an attempt live now or at the last sweep, a live run, or a run that ended or
         a supervisor handed out since the sweep before last. An attempt that ended in
         any other session was accepted and ended between two sweeps outside any run of
-        this host: the whole sweep finds it within ``SWEEP_TICKS`` ticks."""
+        this host: the next whole sweep finds it (``SWEEP_TICKS`` ticks later, or more
+        for a namespace whose sweep is long: :data:`SWEEP_SHARE`)."""
         try:
             live = {r.parent_session_id for r in self.store.list_active_attempts(self.namespace_id)}
         except StoreError as exc:

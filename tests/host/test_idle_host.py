@@ -19,7 +19,7 @@ from storage import AdmissionLease, RunRecord, SessionRecord
 from subagents import HostConfigError
 from subagents._delegation._background import _shared_state
 from subagents._host import parse_host_config
-from subagents._host._service import SWEEP_TICKS, _transition
+from subagents._host._service import SWEEP_SHARE, SWEEP_TICKS, _transition
 
 SESSIONS = 300
 POOLS = """
@@ -161,6 +161,35 @@ async def test_an_idle_host_sweeps_every_few_ticks_and_at_once_after_an_end() ->
         assert (await supervisor.wait(accepted.attempt_id, 10)).status == "completed"
         # An attempt ended here: the next tick sweeps the sessions active here.
         assert service._sweep_due() is None
+    finally:
+        await service.close()
+
+
+async def test_a_whole_sweep_that_takes_long_comes_less_often() -> None:
+    """A whole sweep reads every retained result of the namespace (24 h of them by
+    default). Before: one every SWEEP_TICKS ticks however long it took, so an idle
+    host's CPU grew with the namespace's history. Now whole sweeps take at most
+    SWEEP_SHARE of the ticks' time: a sweep as long as 100 x SWEEP_SHARE ticks makes
+    the next one due 100 ticks later."""
+    service = memory_service(CONFIG)  # not started: the ticks are driven here
+    try:
+        elapsed = [0.0]
+        service._sweep_timer = lambda: elapsed[0]
+        listed = service.store.list_pending_attempts
+        cost = 100 * service.tick_seconds * SWEEP_SHARE
+
+        def slow(namespace_id: str, session_id: str | None = None) -> list[Any]:
+            if session_id is None:
+                elapsed[0] += cost  # the whole namespace's scan
+            return listed(namespace_id, session_id)
+
+        service.store.list_pending_attempts = slow  # type: ignore[method-assign]
+        await service.maintain()
+        assert not any(service._sweep_due() for _ in range(99))
+        assert service._sweep_due()
+        service.store.list_pending_attempts = listed  # type: ignore[method-assign]
+        await service.maintain(sweep=True)  # a quick one: back to every SWEEP_TICKS
+        assert [service._sweep_due() for _ in range(SWEEP_TICKS)][-1]
     finally:
         await service.close()
 
