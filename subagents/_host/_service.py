@@ -152,12 +152,13 @@ supervisors (:meth:`HostService.hibernate_idle`).
 A whole sweep's cost grows with the namespace's retained history, so the ticks
 between two whole sweeps grow with it: at least ``SWEEP_TICKS``, and enough that the
 last whole sweep's time is at most :data:`SWEEP_SHARE` of the ticks' time."""
-SWEEP_SHARE = 0.01
-"""The largest share of the maintenance ticks' time that whole sweeps may take (one
-per cent: with a tick of 1 s, a sweep of 1 s makes the next one due 100 ticks later).
-An idle host's CPU then stays bounded as its namespace's retained history grows; the
-backstop for other hosts' results comes later in proportion, while the sessions active
-here are still swept at the next tick."""
+SWEEP_SHARE = 0.002
+"""The largest share of the maintenance ticks' time that whole sweeps may take: 2 ms
+of CPU per second at most (the idle budget is 5 ms per second for 1,000 sessions).
+With a tick of 1 s a sweep up to 20 ms keeps the pace of ``SWEEP_TICKS``; one of 1 s
+makes the next one due 500 ticks later. An idle host's CPU then stays bounded as its
+namespace's retained history grows; the backstop for other hosts' results comes later
+in proportion, while the sessions active here are still swept at the next tick."""
 _TERMINAL_RUN = {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED}
 PARENT_PROFILE_KEY = "subagents.parent_profile"
 """``ChildRequest.metadata``: the delegating parent's profile (its MCP tools are inherited)."""
