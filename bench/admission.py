@@ -23,7 +23,8 @@ alternating; the ratio is the large side's mean latency over the small side's,
 per round (the mean, not the median: a recount is one slow admission in a
 hundred, amortized over the others); the figure is the median of the rounds'
 ratios with their min and max (target <= 1.2: admission is flat in history).
-The load average is printed before and after.
+The full recounts made while measuring (the store's ``list_pending_attempts``)
+are printed beside it, and the load average before and after.
 
 This is a benchmark, not a test: it never asserts timing and exits 0.
 """
@@ -74,6 +75,14 @@ class Side:
         writer.shutdown_checked_sync(60)
         self.done: dict[str, threading.Event] = {}
         self.lock = threading.Lock()
+        self.recounts = 0  # the session's full recounts (list_pending_attempts)
+        listed = self.store.list_pending_attempts
+
+        def counted(namespace_id: str, session_id: str | None = None) -> list[Any]:
+            self.recounts += 1
+            return listed(namespace_id, session_id)
+
+        self.store.list_pending_attempts = counted  # type: ignore[method-assign]
         self.supervisor = BackgroundSubagentSupervisor(
             runner=instant_child,
             store=self.store,
@@ -112,6 +121,7 @@ def measure(rounds: int, small: int, large: int) -> dict[str, Any]:
             for side in sides.values():  # warm up: threads, the first recount
                 for _ in range(PER_ROUND // 4):
                     side.one()
+                side.recounts = 0
             ratios: list[float] = []
             means: dict[str, list[float]] = {"small": [], "large": []}
             for r in range(rounds):
@@ -131,6 +141,7 @@ def measure(rounds: int, small: int, large: int) -> dict[str, Any]:
         "ratio_min": min(ratios),
         "ratio_max": max(ratios),
         "rounds": [round(x, 3) for x in ratios],
+        "recounts": {name: side.recounts for name, side in sides.items()},
         "target_max": TARGET,
         "meets_target": statistics.median(ratios) <= TARGET,
     }
@@ -162,6 +173,11 @@ def main(argv: list[str] | None = None) -> int:
         f"large / small: {result['ratio']:.2f} "
         f"[{result['ratio_min']:.2f}-{result['ratio_max']:.2f}]  target <= {TARGET}  {ok}"
         f"  rounds {result['rounds']}"
+    )
+    recounts = result["recounts"]
+    print(
+        f"full recounts of a session's pending results while measured: {recounts['small']} "
+        f"(small), {recounts['large']} (large)"
     )
     print_load("after")
     return 0
