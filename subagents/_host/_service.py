@@ -154,7 +154,8 @@ between two whole sweeps grow with it: at least ``SWEEP_TICKS``, and enough that
 last whole sweep's time is at most :data:`SWEEP_SHARE` of the ticks' time."""
 SWEEP_SHARE = 0.002
 """The largest share of the maintenance ticks' time that whole sweeps may take: 2 ms
-of CPU per second at most (the idle budget is 5 ms per second for 1,000 sessions).
+per second at most, timed as the sweep's elapsed time (its store reads on the loop's
+thread, and the continuations it admits; the idle budget is 5 ms of CPU per second).
 With a tick of 1 s a sweep up to 20 ms keeps the pace of ``SWEEP_TICKS``; one of 1 s
 makes the next one due 500 ticks later. An idle host's CPU then stays bounded as its
 namespace's retained history grows; the backstop for other hosts' results comes later
