@@ -17,6 +17,7 @@ from actor_helpers import FAST, SupervisorFactory, wait_terminal
 
 from actors import (
     BackgroundSubagentError,
+    BackgroundSubagentSupervisor,
     ChildControl,
     ChildOutcome,
     ChildRequest,
@@ -37,16 +38,22 @@ def _limits() -> SupervisorLimits:
     return msgspec.structs.replace(FAST, max_undelivered_results=LIMIT)
 
 
+def _ended(supervisor: BackgroundSubagentSupervisor, prompt: str) -> str:
+    """Delegate ``prompt`` and wait until the attempt ended (not delivered: nobody waited)."""
+    attempt = supervisor.delegate_sync("research", prompt).attempt_id
+    wait_terminal(supervisor, attempt)
+    return attempt
+
+
 def test_results_this_supervisor_delivered_never_force_a_recount(
     faulty: FaultyStore, make_supervisor: SupervisorFactory
 ) -> None:
     supervisor = make_supervisor(runner=instant, store=faulty, limits=_limits())
     for n in range(ROUNDS):
-        attempt = supervisor.delegate_sync("research", f"p{n}").attempt_id
-        wait_terminal(supervisor, attempt)  # ended first: the wait claims it afterwards
+        attempt = _ended(supervisor, f"p{n}")  # the wait claims it afterwards
         assert supervisor.wait_sync(attempt, 10).result == f"done:p{n}"
-    # One count as the supervisor started; none since, though the estimate passed
-    # the limit four times.
+    # One count as the supervisor started; none since, though the ids reached the
+    # limit four times.
     assert faulty.calls["list_pending_attempts"] == 1
 
 
@@ -55,8 +62,7 @@ def test_results_delivered_elsewhere_are_checked_by_id_not_by_a_recount(
 ) -> None:
     supervisor = make_supervisor(runner=instant, store=faulty, limits=_limits())
     for n in range(ROUNDS):
-        attempt = supervisor.delegate_sync("research", f"p{n}").attempt_id
-        wait_terminal(supervisor, attempt)
+        attempt = _ended(supervisor, f"p{n}")
         # Another consumer (a continuation run, another host) takes the result.
         claim = DeliveryClaim(claim_id=f"elsewhere-{n}", deadline=faulty.clock.now() + 60)
         faulty.inner.claim_and_acknowledge(attempt, claim)
@@ -68,14 +74,11 @@ def test_the_limit_still_refuses_with_the_stores_count(
     faulty: FaultyStore, make_supervisor: SupervisorFactory
 ) -> None:
     supervisor = make_supervisor(runner=instant, store=faulty, limits=_limits())
-    ids = [supervisor.delegate_sync("research", f"p{n}").attempt_id for n in range(LIMIT)]
-    for attempt in ids:
-        wait_terminal(supervisor, attempt)
+    ids = [_ended(supervisor, f"p{n}") for n in range(LIMIT)]
     claim = DeliveryClaim(claim_id="elsewhere", deadline=faulty.clock.now() + 60)
     faulty.inner.claim_and_acknowledge(ids[0], claim)
     # One of the three was delivered elsewhere: the fourth is admitted, the fifth is not.
-    fourth = supervisor.delegate_sync("research", "fourth").attempt_id
-    wait_terminal(supervisor, fourth)
+    _ended(supervisor, "fourth")
     with pytest.raises(BackgroundSubagentError.QuotaExceeded) as refused:
         supervisor.delegate_sync("research", "fifth")
     assert refused.value.fields["undelivered"] == LIMIT
