@@ -354,6 +354,8 @@ class HostService:
         closers: list[Callable[[], None]] | None = None,
         crash_test: bool = False,
     ) -> None:
+        if not (tick_seconds > 0 and math.isfinite(tick_seconds)):
+            raise ValueError(f"tick_seconds must be a positive number of seconds: {tick_seconds!r}")
         self.config = config
         self.crash_test = crash_test
         self.store = store

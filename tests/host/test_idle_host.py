@@ -18,7 +18,7 @@ from statemachines import RunStatus
 from storage import AdmissionLease, RunRecord, SessionRecord
 from subagents import HostConfigError
 from subagents._delegation._background import _shared_state
-from subagents._host import parse_host_config
+from subagents._host import open_host, parse_host_config
 from subagents._host._service import SWEEP_SHARE, SWEEP_TICKS, _transition
 
 SESSIONS = 300
@@ -192,6 +192,13 @@ async def test_a_whole_sweep_that_takes_long_comes_less_often() -> None:
         assert [service._sweep_due() for _ in range(SWEEP_TICKS)][-1]
     finally:
         await service.close()
+
+
+@pytest.mark.parametrize("tick", [0.0, -1.0, float("nan"), float("inf")])
+def test_a_tick_that_is_not_a_positive_number_of_seconds_is_refused(tick: float) -> None:
+    """The sweeps' pace divides by the tick: a tick of 0 would fail every tick later."""
+    with pytest.raises(ValueError, match="tick_seconds must be a positive number"):
+        open_host(memory=True, tick_seconds=tick)
 
 
 async def test_a_sweep_after_an_end_reads_only_the_sessions_active_here() -> None:
