@@ -230,7 +230,7 @@ _TERMINAL = (
     ),
     _k(
         "K18-commit-keeps-agent-index",
-        "            self._leave_active(txn, new)\n"
+        "            self._leave_active(txn, new, pending=handed_to is None)\n"
         "            self._emit_terminal(txn, new, now, started=_starts(stored, commit))\n",
         "            self._emit_terminal(txn, new, now, started=_starts(stored, commit))\n",
         "a terminal commit leaves the attempt in the active index (missing index move)",

@@ -599,12 +599,16 @@ class KernelStore(SessionStore):
             )
 
     @staticmethod
-    def _leave_active(txn: Txn, record: AttemptRecord) -> None:
-        """Drop a newly terminal attempt from the active indexes; index it as pending."""
+    def _leave_active(txn: Txn, record: AttemptRecord, *, pending: bool = True) -> None:
+        """Drop a newly terminal attempt from the active indexes; index it as pending,
+        unless ``pending`` is false (delivered in the same commit: ``_deliver`` writes
+        its retained entry, so it is not written twice)."""
         ns, sess, aid = record.namespace_id, record.parent_session_id, record.attempt_id
         agent_key = codec.agent_key(ns, sess, record.agent_id)
         if txn.get(_IX, agent_key) == aid.encode("utf-8"):
             txn.delete(_IX, agent_key)
+        if not pending:
+            return
         deadline = record.retention_expires_at
         if deadline is None:
             txn.put(_IX, codec.pending_key(ns, sess, aid), b"")
@@ -1365,7 +1369,7 @@ class KernelStore(SessionStore):
             if artifact is not None:
                 self._admit_artifact(txn, commit, artifact, now)
             new = _replace(record, owner_lease=stored.owner_lease, terminal_fingerprint=fingerprint)
-            self._leave_active(txn, new)
+            self._leave_active(txn, new, pending=handed_to is None)
             self._emit_terminal(txn, new, now, started=_starts(stored, commit))
             if handed_to is None:
                 self._put_attempt(txn, new)

@@ -614,6 +614,7 @@ class HostService:
         least ``SWEEP_TICKS``, and enough that whole sweeps take at most
         :data:`SWEEP_SHARE` of the ticks' time."""
         ticks = seconds / (self.tick_seconds * SWEEP_SHARE)
+        # Less a rounding error: a sweep of exactly n ticks' share paces n, not n + 1.
         self._sweep_every = max(SWEEP_TICKS, math.ceil(ticks - 1e-9))
 
     def _active_sessions(self) -> set[str]:
