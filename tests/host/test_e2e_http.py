@@ -10,7 +10,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from queue import Queue
@@ -25,14 +24,19 @@ pytestmark = pytest.mark.timeout(120)
 
 class HttpHost:
     def __init__(
-        self, tmp_path: Path, config_text: str | None = None, *, nofile: int | None = None
+        self,
+        tmp_path: Path,
+        config_text: str | None = None,
+        *,
+        nofile: int | None = None,
+        host_settings: str = "",
     ) -> None:
         config = tmp_path / "host.toml"
         scripted = config_text is not None
         config.write_text(
             config_text
             if config_text is not None
-            else CONFIG.replace("[host]\n", "[host]\nmax_request_bytes = 4096\n")
+            else CONFIG.replace("[host]\n", f"[host]\nmax_request_bytes = 4096\n{host_settings}")
         )
         launcher = [str(SCRIPTED)] if scripted else ["-m", "subagents._cli"]
         self.release = tmp_path / "release"
@@ -270,6 +274,8 @@ def test_http_background_delegation_becomes_one_continuation(tmp_path: Path) -> 
 
 
 HALF_OPEN = 2000
+HEAD_DEADLINE = 4 * TIMEOUT
+"""Longer than any client wait in the half-open test: no head deadline fires during it."""
 
 
 @contextlib.contextmanager
@@ -287,9 +293,19 @@ def open_files(needed: int) -> Iterator[None]:
 
 def test_half_open_connections_leave_an_authenticated_call_answering(tmp_path: Path) -> None:
     """2,000 sockets that connect and send nothing or a partial head, against a host with
-    a soft limit of 1,024 open files: an authenticated ``POST /rpc`` still answers
-    within 1 s, and the host logs a few lines, not a traceback per refusal."""
-    server = HttpHost(tmp_path, nofile=1024)
+    a soft limit of 1,024 open files: an authenticated ``POST /rpc`` still answers, before
+    any head deadline could have freed a connection, and the host logs a few lines, not a
+    traceback per refusal.
+
+    The head deadline (``HEAD_DEADLINE``) is longer than the client's whole timeout, so an
+    answer proves the cap evicted a silent connection to admit the call: waiting for the
+    silent ones to time out would have outlasted the client. No wall-clock bound is
+    asserted: how long the kernel takes to accept the call's connection (a full listen
+    queue retransmits the SYN after 1 s) is not the host's doing.
+    """
+    server = HttpHost(
+        tmp_path, nofile=1024, host_settings=f"http_header_timeout = {HEAD_DEADLINE}\n"
+    )
     host, port = server.url.removeprefix("http://").rsplit(":", 1)
     sockets: list[socket.socket] = []
     shut_down = False
@@ -300,17 +316,14 @@ def test_half_open_connections_leave_an_authenticated_call_answering(tmp_path: P
                 sockets.append(sock)
                 if n % 2:
                     sock.sendall(b"POST /rpc HTTP/1.1\r\nHost: x\r\nContent-Le")
-            started = time.monotonic()
             with httpx.Client(base_url=server.url, timeout=TIMEOUT) as fresh:
                 reply = fresh.post(
                     "/rpc",
                     json={"jsonrpc": "2.0", "id": 1, "method": "diagnostics.get"},
                     headers={"authorization": f"Bearer {server.token}"},
                 )
-            elapsed = time.monotonic() - started
             assert reply.status_code == 200, reply.text
             assert reply.json()["result"]["accepting"] is True
-            assert elapsed < 1.0, f"the authenticated call took {elapsed:.2f} s"
             for sock in sockets:
                 sock.close()
             sockets.clear()
