@@ -796,15 +796,11 @@ class SupervisorActor(PooledActor):
     def _lookup_agent(self, agent_id: str) -> str | None:
         """A forgotten (or never loaded) agent of this session, from the store."""
         try:
-            records = self.rt.store.list_attempts(self.rt.namespace_id, self.rt.session_id)
+            return self.rt.store.find_agent(self.rt.namespace_id, self.rt.session_id, agent_id)
         except StoreError as exc:
             raise BackgroundSubagentError.Durability(
                 "could not look up the agent", agent_id=agent_id
             ) from exc
-        for record in records:
-            if record.agent_id == agent_id:
-                return record.subagent_name
-        return None
 
     def _forgotten(self, attempt_id: str) -> _Entry | None:
         """An ended attempt the table forgot, rebuilt from the store (not re-inserted):

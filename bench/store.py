@@ -89,7 +89,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -711,37 +711,76 @@ def reconcile_seconds(
     a slower stretch of the machine hits both sides alike: each figure is a
     fraction of a millisecond, and measuring one history after the other let
     drift alone move the ratio by 2x between runs."""
-    from storage import LmdbSessionStore, ManualClock
-
     small, large = histories
     _build_history(small_dir, small, active)
     _build_history(large_dir, large, active)
-    clock = ManualClock(start=1_700_000_000.0 + 60.0)
-    times: tuple[list[float], list[float]] = ([], [])
-    with contextlib.ExitStack() as opened:
-        stores = []
-        for directory in (small_dir, large_dir):
-            store = LmdbSessionStore(directory, clock=clock, sync=True, map_size=MAP_SIZE)
-            opened.callback(store.close)
-            stores.append(store)
-        for store in stores:
-            store.reconcile(NS)  # untimed: map the pages both sides read
-        for n in range(repeats):
-            for side in (0, 1) if n % 2 == 0 else (1, 0):
-                start = time.perf_counter()
-                changed = stores[side].reconcile(NS)
-                times[side].append(time.perf_counter() - start)
-                if changed:
-                    raise RuntimeError(f"reconcile changed {len(changed)} live attempts")
+
+    def reconcile(store: Any) -> None:
+        changed = store.reconcile(NS)
+        if changed:
+            raise RuntimeError(f"reconcile changed {len(changed)} live attempts")
+
+    with _opened((small_dir, large_dir)) as stores:
+        times = _turn_about(stores, reconcile, repeats)
         for store in stores:
             visited = len(store.list_active_attempts(NS))
             if visited != active:
                 raise RuntimeError(f"expected {active} active attempts, found {visited}")
-        return (
-            statistics.median(times[0]),
-            statistics.median(times[1]),
-            _chunk_ratios(times[1], times[0]),
-        )
+    return _large_over_small(times)
+
+
+def lookup_seconds(
+    small_dir: Path, large_dir: Path, repeats: int
+) -> tuple[float, float, list[float]]:
+    """As :func:`reconcile_seconds`, on the histories it built: the time to list the
+    first session's attempts and to find the agent of its first attempt (what a
+    supervisor reads to continue an agent it no longer holds in memory)."""
+    session, agent = f"{SESSION}-{0:06d}", Records(None)._ids(0)[1]
+
+    def lookup(store: Any) -> None:
+        listed = store.list_attempts(NS, session)
+        bound = store.find_agent(NS, session, agent)
+        if len(listed) != ATTEMPTS_PER_SESSION or bound != "bench":
+            raise RuntimeError(f"listed {len(listed)} attempts, found agent bound to {bound!r}")
+
+    with _opened((small_dir, large_dir)) as stores:
+        times = _turn_about(stores, lookup, repeats)
+    return _large_over_small(times)
+
+
+def _large_over_small(times: tuple[list[float], list[float]]) -> tuple[float, float, list[float]]:
+    """The median of each side and the large / small ratio of each round."""
+    return statistics.median(times[0]), statistics.median(times[1]), _chunk_ratios(*times[::-1])
+
+
+@contextlib.contextmanager
+def _opened(directories: tuple[Path, ...]) -> Iterator[list[Any]]:
+    """The stores in ``directories``, durable, each read once untimed (pages mapped)."""
+    from storage import LmdbSessionStore, ManualClock
+
+    clock = ManualClock(start=1_700_000_000.0 + 60.0)
+    with contextlib.ExitStack() as opened:
+        stores = []
+        for directory in directories:
+            store = LmdbSessionStore(directory, clock=clock, sync=True, map_size=MAP_SIZE)
+            opened.callback(store.close)
+            store.reconcile(NS)
+            stores.append(store)
+        yield stores
+
+
+def _turn_about(
+    stores: list[Any], call: Callable[[Any], None], repeats: int
+) -> tuple[list[float], list[float]]:
+    """Seconds of each ``call(store)``, the two stores in turn, which goes first
+    alternating: a slower stretch of the machine hits both sides alike."""
+    times: tuple[list[float], list[float]] = ([], [])
+    for n in range(repeats):
+        for side in (0, 1) if n % 2 == 0 else (1, 0):
+            start = time.perf_counter()
+            call(stores[side])
+            times[side].append(time.perf_counter() - start)
+    return times
 
 
 def run(quick: bool, ids: str = "sequential") -> dict[str, Any]:
@@ -760,6 +799,7 @@ def run(quick: bool, ids: str = "sequential") -> dict[str, Any]:
         reconcile_small, reconcile_large, rounds = reconcile_seconds(
             root / "reconcile-small", root / "reconcile-large", (small, large), active, repeats
         )
+        lookup = lookup_seconds(root / "reconcile-small", root / "reconcile-large", repeats)
     ratio = statistics.median(rounds)
     return {
         "quick": quick,
@@ -786,6 +826,21 @@ def run(quick: bool, ids: str = "sequential") -> dict[str, Any]:
             "mix": "terminal history: accepted->failed attempts; active: unexpired leases, "
             "visited and left unchanged",
         },
+        "lookup": _flatness(*lookup),
+    }
+
+
+def _flatness(small: float, large: float, rounds: list[float]) -> dict[str, Any]:
+    ratio = statistics.median(rounds)
+    return {
+        "small_seconds": small,
+        "large_seconds": large,
+        "ratio": ratio,
+        "ratio_min": min(rounds),
+        "ratio_max": max(rounds),
+        "ratio_rounds": rounds,
+        "target_ratio_max": RECONCILE_TARGET,
+        "meets_target": ratio <= RECONCILE_TARGET,
     }
 
 
@@ -832,6 +887,15 @@ def render(result: dict[str, Any]) -> str:
         f"[{rec['ratio_min']:.2f}-{rec['ratio_max']:.2f}]  target <= "
         f"{rec['target_ratio_max']:.1f}  {'yes' if rec['meets_target'] else 'NO'}",
         f"  ({rec['mix']})",
+    ]
+    look = result["lookup"]
+    lines += [
+        f"session lookup (list_attempts of one session of {rec['attempts_per_session']} + "
+        f"find_agent), same histories: {look['small_seconds'] * 1e3:.3f} ms small, "
+        f"{look['large_seconds'] * 1e3:.3f} ms large",
+        f"session lookup ratio (large / small): {look['ratio']:.2f} "
+        f"[{look['ratio_min']:.2f}-{look['ratio_max']:.2f}]  target <= "
+        f"{look['target_ratio_max']:.1f}  {'yes' if look['meets_target'] else 'NO'}",
     ]
     return "\n".join(lines)
 

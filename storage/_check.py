@@ -12,7 +12,8 @@ backend) and reports, by table and key:
 The index entries a record calls for are derived from the records alone
 (:func:`expected_index`), the same rules the kernel applies as it writes:
 a non-terminal attempt has its ``G`` entry; a terminal one its flagged ``R``
-entry while its retention runs, else a ``P`` entry while undelivered; a
+entry while its retention runs, else its ``A`` entry (and a ``P`` entry while
+undelivered); a
 claimed one its ``C`` entry; an artifact its ``Q`` entry; a run its ``S``
 entry and a session's latest run its ``H`` entry.
 
@@ -211,8 +212,12 @@ def _attempt_entries(record: AttemptRecord) -> list[tuple[bytes, bytes]]:
     if deadline is not None and record.retention_status != RetentionStatus.EXPIRED:
         flag = codec.DELIVERED if delivered else codec.UNDELIVERED
         entries.append((codec.retain_key(ns, sess, deadline, aid), flag))
-    elif not delivered:
-        entries.append((codec.pending_key(ns, sess, aid), b""))
+    else:
+        # No ``R`` entry: reached through ``A`` (and ``P`` while undelivered).
+        agent = codec.agent_attempt_key(ns, sess, record.agent_id, aid)
+        entries.append((agent, record.subagent_name.encode("utf-8")))
+        if not delivered:
+            entries.append((codec.pending_key(ns, sess, aid), b""))
     if record.delivery_claim is not None:
         claim = codec.time_key(record.delivery_claim.deadline)
         entries.append((codec.claim_key(ns, sess, aid), claim))

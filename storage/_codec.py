@@ -197,6 +197,13 @@ LINK = INDEX + b"L"
 """``L session\0run_id\0attempt_id -> b""``: a result claimed for consumer run
 ``run_id`` (a claim with ``continuation_run_id``), so the run's terminal commit
 finds the claims it settles without reading any other result."""
+AGENT = INDEX + b"A"
+"""``A ns\0session\0agent_id\0attempt_id -> subagent_name``: a terminal attempt
+that has no ``R`` entry (its retention expired, or it has no deadline). With
+the :data:`LIVE` and ``T`` entries it makes every attempt of a session
+reachable from the session's own ranges: ``G`` while active, ``R`` while its
+result is retained, ``A`` after (``P`` entries always have an ``A`` twin). Written
+by retention expiry, off the hot path; never removed (attempt records are kept)."""
 QUOTA = INDEX + b"Q"
 """``Q ns\\0 time_key(expires_at) \\0 artifact_ref -> size``: retained artifacts."""
 SEQ = INDEX + b"S"
@@ -261,6 +268,17 @@ def live_prefix(namespace_id: str, session_id: str | None = None) -> bytes:
     if session_id is None:
         return iprefix(LIVE, namespace_id)
     return iprefix(LIVE, namespace_id, session_id)
+
+
+def agent_attempt_key(namespace_id: str, session_id: str, agent_id: str, attempt_id: str) -> bytes:
+    """The :data:`AGENT` entry of a terminal attempt without an ``R`` entry."""
+    return ikey(AGENT, namespace_id, session_id, agent_id, attempt_id)
+
+
+def agent_prefix(namespace_id: str, *within: str) -> bytes:
+    """Prefix of a namespace's :data:`AGENT` entries, or of those under ``within``
+    (a session id, then an agent id)."""
+    return iprefix(AGENT, namespace_id, *within)
 
 
 def claim_prefix(namespace_id: str) -> bytes:

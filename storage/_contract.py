@@ -248,6 +248,20 @@ class SessionStore(abc.ABC):
     ) -> list[AttemptRecord]:
         """Attempts of a namespace (and session), ordered by ``accepted_at`` then id."""
 
+    def find_agent(self, namespace_id: str, session_id: str, agent_id: str) -> str | None:
+        """The ``subagent_name`` of the session's attempts of ``agent_id`` (the
+        subagent it is bound to), or ``None`` when the session never had it.
+
+        A supervisor asks when a continuation names an agent it no longer holds
+        in memory (after hibernation or a restart). This default reads
+        :meth:`list_attempts` of the session; a store with an index of agents
+        should answer without reading the session's whole history.
+        """
+        for record in self.list_attempts(namespace_id, session_id):
+            if record.agent_id == agent_id:
+                return record.subagent_name
+        return None
+
     @abc.abstractmethod
     def list_active_attempts(self, namespace_id: str) -> list[AttemptRecord]:
         """Non-terminal attempts of a namespace; cost follows the active count."""

@@ -29,6 +29,8 @@ index         ``T`` namespace, session_id, ``R`` deadline,     ``P`` (undelivere
               attempt_id                                       ``b""`` (delivered)
 index         ``T`` namespace, session_id, ``P`` attempt_id    ``b""`` (undelivered,
                                                                retention expired)
+index         ``A`` namespace, session_id, agent_id,           subagent_name (terminal,
+              attempt_id                                       no ``R`` entry)
 index         ``Q`` namespace, expires_at, artifact_ref        size_bytes
 artifacts     artifact_ref                                     Artifact
 continuations attempt_id                                       ContinuationReceipt
@@ -74,6 +76,15 @@ prefix). The price: a terminal commit (``G`` to ``R``) and an acknowledge
 range, one among the session's ``T`` entries) where a small session's entries
 could share one. The ``G`` entries are at once the
 one-active-attempt-per-agent rule and the index of non-terminal attempts.
+
+Every attempt of a session is reachable from the session's own ranges: its
+``G`` entry while active, its ``R`` entry while its result is retained, its
+``A`` entry after (written by retention expiry, off the hot path, and kept:
+attempt records are never deleted). ``list_attempts`` reads those ranges and
+``find_agent`` one ``G`` or ``A`` entry (or, for an agent whose results are all
+retained, the session's ``R`` entries), so neither reads the rest of the store.
+Layout 4 added ``A``; opening an older store writes the ``A`` entries its
+records call for, in the migration's transaction.
 
 Cost of maintenance: reconcile and ``list_active_attempts`` read the
 namespace's ``G`` and ``C`` ranges only, so they follow the active attempts
@@ -175,14 +186,16 @@ _U64 = struct.Struct(">Q")
 _IX = "index"
 """The table holding the attempt indexes (see the module docstring)."""
 
-STORE_SCHEMA_VERSION = 3
+STORE_SCHEMA_VERSION = 4
 """Version of the kernel's table layout, kept in ``meta``. 1: the attempt
 indexes in ``attempts``, live attempts and claims under their session's ``T``
 prefix, retained results in one namespace-wide ``R`` index beside a ``P`` entry
 per undelivered result. 2: the ``index`` table, namespace-wide ``G`` and ``C``
 ranges and session-local, flagged ``R`` entries (see the module docstring).
 3: every value sealed with its checksum, a store identity in ``meta``, the
-``quarantine`` table."""
+``quarantine`` table. 4: ``A`` entries, so a session's attempts are read from
+its own index ranges (``list_attempts``, ``find_agent``), not from the whole
+``attempts`` table."""
 
 HOST_PROCESS_LOST = "host_process_lost"
 """``failure_category`` of an attempt whose owner lease expired before a terminal commit."""
@@ -377,7 +390,7 @@ class KernelStore(SessionStore):
 
     def _open_layout(self, ids: IdSource, expect_store_id: str | None) -> StoreIdentity:
         """Stamp a fresh store with the layout version and its identity, migrate
-        layouts 1 and 2, refuse any other version (:class:`CorruptRecord` naming
+        layouts 1 to 3, refuse any other version (:class:`CorruptRecord` naming
         the version found and the one expected). Returns the store's identity.
 
         ``expect_store_id`` (the LMDB marker's) says the store exists already:
@@ -400,6 +413,8 @@ class KernelStore(SessionStore):
             view = SealedTxn(txn)
             if version == 1:
                 self._migrate_from_1(view)
+            if version is not None and version < 4:
+                _index_agents(view)
             if identity is None:
                 identity = StoreIdentity(
                     store_id=str(ids.uuid4()),
@@ -607,6 +622,8 @@ class KernelStore(SessionStore):
         agent_key = codec.agent_key(ns, sess, record.agent_id)
         if txn.get(_IX, agent_key) == aid.encode("utf-8"):
             txn.delete(_IX, agent_key)
+        if _retain_key(record) is None:  # no ``R`` entry will hold it (no deadline)
+            _put_agent_entry(txn, record)
         if not pending:
             return
         deadline = record.retention_expires_at
@@ -1431,16 +1448,38 @@ class KernelStore(SessionStore):
     def list_attempts(
         self, namespace_id: str, session_id: str | None = None
     ) -> list[AttemptRecord]:
+        """Read from the namespace's (or session's) own ``G``, ``T`` and ``A`` ranges:
+        the cost follows the attempts listed, never the rest of the store."""
+        within = () if session_id is None else (session_id,)
+
         def fn(txn: Txn) -> list[AttemptRecord]:
-            out = []
-            for k, raw in txn.scan("attempts", b"", codec.RECORDS_START):
-                record = codec.ATTEMPT.decode(raw, table="attempts", key=k)
-                if record.namespace_id == namespace_id and (
-                    session_id is None or record.parent_session_id == session_id
-                ):
-                    out.append(record)
+            ids = set(_attempt_ids(txn, namespace_id, within))
+            out = [self._attempt(txn, aid) for aid in ids]
             out.sort(key=lambda r: (r.accepted_at, r.attempt_id))
             return out
+
+        return self.backend.read(fn)
+
+    def find_agent(self, namespace_id: str, session_id: str, agent_id: str) -> str | None:
+        """One point read for an active or expired agent; for an agent whose
+        results are all still retained, the session's retained results (``R``
+        entries, bounded by the retention window), never the rest of the store."""
+
+        def fn(txn: Txn) -> str | None:
+            active = txn.get(_IX, codec.agent_key(namespace_id, session_id, agent_id))
+            if active is not None:
+                return self._attempt(txn, active.decode("utf-8")).subagent_name
+            scan = iter(txn.scan(_IX, codec.agent_prefix(namespace_id, session_id, agent_id)))
+            first = next(scan, None)
+            _close(scan)
+            if first is not None:
+                return first[1].decode("utf-8")
+            session = codec.track_prefix(namespace_id, session_id)
+            for _kind, aid, _flag in _session_entries(txn, session, b"R"):
+                record = self._attempt(txn, aid)
+                if record.agent_id == agent_id:
+                    return record.subagent_name
+            return None
 
         return self.backend.read(fn)
 
@@ -1998,6 +2037,7 @@ class KernelStore(SessionStore):
             for index_key, _, attempt_id, flag in _due(txn, namespace_id, now, limit):
                 txn.delete(_IX, index_key)
                 record = self._attempt(txn, attempt_id)
+                _put_agent_entry(txn, record)  # the session's ranges keep reaching it
                 if flag == codec.UNDELIVERED:
                     # Still to be delivered (as its expiry summary): keep it pending.
                     txn.put(
@@ -2139,7 +2179,7 @@ def _layout_of(txn: Txn) -> tuple[int | None, bool]:
     if not is_sealed and len(raw) != _U64.size:
         raise CorruptRecord("undecodable schema marker", table="meta", key=_META_SCHEMA)
     (version,) = _U64.unpack(unseal("meta", _META_SCHEMA, raw) if is_sealed else raw)
-    if version not in ((1, 2, STORE_SCHEMA_VERSION) if is_sealed else (1, 2)):
+    if version not in ((1, 2, 3, STORE_SCHEMA_VERSION) if is_sealed else (1, 2)):
         raise CorruptRecord(
             f"store schema_version {version} is not one this code can open"
             f" (expected {STORE_SCHEMA_VERSION})",
@@ -2149,6 +2189,22 @@ def _layout_of(txn: Txn) -> tuple[int | None, bool]:
             expected_schema_version=STORE_SCHEMA_VERSION,
         )
     return int(version), is_sealed
+
+
+def _index_agents(view: SealedTxn) -> None:
+    """Layouts 1 to 3 to 4: an ``A`` entry for every terminal attempt without an
+    ``R`` entry (one pass over the records, in the migration's transaction).
+
+    A record that fails its seal or does not decode is skipped, not fatal: the
+    store still opens, and ``storage.admin`` check/repair reports it (its
+    repair rebuilds every index entry the readable records call for)."""
+    for k, raw in list(view.raw.scan("attempts", b"", codec.RECORDS_START)):
+        try:
+            record = codec.ATTEMPT.decode(unseal("attempts", k, raw), table="attempts", key=k)
+        except CorruptRecord:
+            continue
+        if record.execution_status in _TERMINAL_EXEC and _retain_key(record) is None:
+            _put_agent_entry(view, record)
 
 
 def _identity_of(txn: Txn) -> StoreIdentity | None:
@@ -2203,6 +2259,14 @@ def _from_layout_1_track(k: bytes) -> bytes:
     return k
 
 
+def _put_agent_entry(txn: Txn, record: AttemptRecord) -> None:
+    """Index a terminal attempt that leaves (or never had) its ``R`` entry under ``A``."""
+    key = codec.agent_attempt_key(
+        record.namespace_id, record.parent_session_id, record.agent_id, record.attempt_id
+    )
+    txn.put(_IX, key, record.subagent_name.encode("utf-8"))
+
+
 def _retain_key(record: AttemptRecord) -> bytes | None:
     """Where a terminal record's index entry is: its ``R`` entry while its
     retention runs, ``None`` when it is indexed by ``P`` (expired, or no deadline)."""
@@ -2237,6 +2301,20 @@ def _due(
             due.append((k, deadline_key, k[cut + 8 :].decode("utf-8"), flag))
     due.sort(key=lambda entry: (entry[1], entry[2]))
     return due[:limit]
+
+
+def _attempt_ids(txn: Txn, namespace_id: str, within: tuple[str, ...]) -> Iterator[str]:
+    """Every attempt id of a namespace (``within`` = ``(session_id,)``: of a session)
+    in its index ranges; an id may come twice (a ``P`` entry and its ``A`` twin)."""
+    for _k, value in txn.scan(_IX, codec.live_prefix(namespace_id, *within)):
+        yield value.decode("utf-8")
+    track = codec.track_prefix(namespace_id, *within)
+    for k, _value in txn.scan(_IX, track):
+        kind_at = k.index(codec.SEP, len(track)) + 1 if not within else len(track)
+        skip = 9 if k[kind_at : kind_at + 1] == b"R" else 1
+        yield k[kind_at + skip :].decode("utf-8")
+    for k, _value in txn.scan(_IX, codec.agent_prefix(namespace_id, *within)):
+        yield k[k.rindex(codec.SEP) + 1 :].decode("utf-8")
 
 
 def _sessions(txn: Txn, namespace_id: str) -> Iterator[bytes]:

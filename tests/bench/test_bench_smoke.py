@@ -49,6 +49,11 @@ def test_the_store_bench_prints_every_operation_and_the_reconcile_ratio_as_json(
     for size in ("small", "large"):
         attempts = reconcile[f"{size}_history_terminal"] + reconcile["active"]
         assert reconcile[f"{size}_sessions"] == -(-attempts // per)
+    # One session's lookup on the same two histories (the bench checks its answers).
+    lookup = result["lookup"]
+    assert lookup["target_ratio_max"] == 2.0
+    assert lookup["small_seconds"] > 0 and lookup["large_seconds"] > 0
+    assert lookup["ratio_min"] <= lookup["ratio"] <= lookup["ratio_max"]
 
 
 def test_the_store_bench_prints_a_table_for_people() -> None:
@@ -56,6 +61,7 @@ def test_the_store_bench_prints_a_table_for_people() -> None:
     for name in OPERATIONS:
         assert name in done.stdout
     assert "reconcile ratio" in done.stdout
+    assert "session lookup ratio" in done.stdout
     assert "(supervisor ids)" in done.stdout
     assert "8 attempts per session" in done.stdout
     assert "pages/commit" in done.stdout

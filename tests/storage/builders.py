@@ -360,8 +360,8 @@ def as_layout_1(backend: storage.Backend) -> None:
     """Rewrite a store's tables into layout 1 (schema marker 1): every index
     entry in ``attempts``, live attempts and claims under their session's
     ``T`` prefix (``T ns\\0 session\\0 G agent_id``, ``... C attempt_id``), a
-    namespace-wide ``R`` index (``R ns\\0 deadline \\0 attempt_id``) and a
-    ``P`` entry for every undelivered result."""
+    namespace-wide ``R`` index (``R ns\\0 deadline \\0 attempt_id``), a
+    ``P`` entry for every undelivered result and no ``A`` entries."""
 
     def fn(txn: storage.Txn) -> None:
         entries = list(txn.scan("index"))
@@ -369,6 +369,8 @@ def as_layout_1(backend: storage.Backend) -> None:
             txn.delete("index", k)
             ns_end = k.find(b"\x00", 2)
             session_end = k.find(b"\x00", ns_end + 1)
+            if k[:2] == b"\x00A":
+                continue  # layout 4's agent entries: the migration writes them again
             if k[:2] in (b"\x00G", b"\x00C"):
                 # ``G ns\0 session\0 agent_id`` -> ``T ns\0 session\0 G agent_id``.
                 txn.put(

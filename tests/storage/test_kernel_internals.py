@@ -354,8 +354,13 @@ def test_retention_expiry_deletes_content_keeps_evidence_and_is_idempotent(
     assert store.commit_terminal(commit) == expired
     tables = _tables(store)
     assert tables["artifacts"] == []
-    # Only the pending entry of the undelivered (expired) result is left.
-    assert tables["index"] == [(codec.pending_key(NS, SESSION, committed.attempt_id), b"")]
+    # Only the pending entry of the undelivered (expired) result is left, beside its
+    # agent entry (the session's ranges keep reaching an expired attempt).
+    aid = committed.attempt_id
+    assert tables["index"] == [
+        (codec.agent_attempt_key(NS, SESSION, committed.agent_id, aid), b"researcher"),
+        (codec.pending_key(NS, SESSION, aid), b""),
+    ]
     assert [r.attempt_id for r in store.list_pending_attempts(NS)] == [committed.attempt_id]
 
 
@@ -417,7 +422,9 @@ def test_an_expired_undelivered_result_stays_pending_and_can_still_be_delivered(
     assert [r.attempt_id for r in store.list_pending_attempts(NS, SESSION)] == [aid]
     store.acknowledge_delivery(aid, "c1")
     assert store.list_pending_attempts(NS) == []
-    assert _tables(store)["index"] == []
+    assert _tables(store)["index"] == [
+        (codec.agent_attempt_key(NS, SESSION, expired.agent_id, aid), b"researcher")
+    ]
 
 
 def test_delivered_results_are_not_pending_while_they_are_retained(
@@ -456,7 +463,7 @@ def test_a_layout_1_store_is_migrated_when_opened_and_keeps_every_index(
     assert tables(migrated) == expected
 
 
-@pytest.mark.parametrize("version", [0, 4])
+@pytest.mark.parametrize("version", [0, 5])
 def test_a_store_of_another_layout_is_refused_naming_the_versions(
     store: MemorySessionStore, clock: ManualClock, version: int
 ) -> None:
@@ -464,7 +471,7 @@ def test_a_store_of_another_layout_is_refused_naming_the_versions(
     with pytest.raises(CorruptRecord) as info:
         KernelStore(store.backend, clock=clock)
     assert info.value.schema_version == version
-    assert info.value.expected_schema_version == STORE_SCHEMA_VERSION == 3
+    assert info.value.expected_schema_version == STORE_SCHEMA_VERSION == 4
 
 
 # -- delivery ---------------------------------------------------------------------------------
@@ -498,7 +505,9 @@ def test_claims_conflict_release_and_acknowledge(
     assert [v for k, v in _tables(store)["index"] if k.startswith(codec.TRACK)] == [codec.DELIVERED]
     clock.advance(RETENTION)
     assert [r.attempt_id for r in store.expire_retention(NS)] == [aid]
-    assert _tables(store)["index"] == []
+    assert _tables(store)["index"] == [
+        (codec.agent_attempt_key(NS, SESSION, delivered.agent_id, aid), b"researcher")
+    ]
 
 
 def test_claiming_a_non_terminal_attempt_or_with_a_past_deadline_conflicts(
