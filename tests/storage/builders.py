@@ -7,7 +7,7 @@ is exactly what the store sees as current.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 import msgspec
 
@@ -396,3 +396,25 @@ def tables(store: SessionStore) -> dict[str, list[tuple[bytes, bytes]]]:
     """Every table of a kernel store, as ``(key, value)`` lists in key order."""
     kernel: storage.KernelStore = store  # type: ignore[assignment]
     return kernel.backend.read(lambda txn: {t: list(txn.scan(t)) for t in kernel.TABLES})
+
+
+class PassTxn:
+    """A :class:`storage.Txn` handing every call to ``raw``: a test's own view of a
+    transaction overrides the calls it watches or breaks."""
+
+    def __init__(self, raw: storage.Txn) -> None:
+        self.raw = raw
+
+    def get(self, table: str, key: bytes) -> bytes | None:
+        return self.raw.get(table, key)
+
+    def put(self, table: str, key: bytes, value: bytes) -> None:
+        self.raw.put(table, key, value)
+
+    def delete(self, table: str, key: bytes) -> bool:
+        return self.raw.delete(table, key)
+
+    def scan(
+        self, table: str, prefix: bytes = b"", start: bytes | None = None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        return self.raw.scan(table, prefix, start)

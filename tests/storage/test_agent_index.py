@@ -17,6 +17,7 @@ import pytest
 from builders import (
     NS,
     SESSION,
+    PassTxn,
     acceptance,
     drive,
     fresh_session,
@@ -109,23 +110,18 @@ def test_list_attempts_and_find_agent_answer_every_state(
 # -- what a lookup reads -----------------------------------------------------------------------
 
 
-class _Counted:
+class _Counted(PassTxn):
     """A transaction that notes every ``attempts`` record it hands out."""
 
     def __init__(self, raw: Txn, seen: list[bytes]) -> None:
-        self.raw, self.seen = raw, seen
+        super().__init__(raw)
+        self.seen = seen
 
     def get(self, table: str, key: bytes) -> bytes | None:
         value = self.raw.get(table, key)
         if table == "attempts" and value is not None:
             self.seen.append(key)
         return value
-
-    def put(self, table: str, key: bytes, value: bytes) -> None:
-        self.raw.put(table, key, value)
-
-    def delete(self, table: str, key: bytes) -> bool:
-        return self.raw.delete(table, key)
 
     def scan(
         self, table: str, prefix: bytes = b"", start: bytes | None = None

@@ -11,7 +11,7 @@ committed, after the commit, on the committing thread.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import pytest
@@ -21,6 +21,7 @@ from builders import (
     NS,
     PARENT_RUN,
     SESSION,
+    PassTxn,
     Reopen,
     acceptance,
     continuation,
@@ -199,27 +200,13 @@ def test_idempotent_replays_append_nothing(store: SessionStore, clock: ManualClo
 # -- atomicity: a fault between the change and its event leaves neither -------------------------
 
 
-class _FaultyTxn:
+class _FaultyTxn(PassTxn):
     """A transaction whose event append fails after the change was written."""
-
-    def __init__(self, raw: Txn) -> None:
-        self.raw = raw
-
-    def get(self, table: str, key: bytes) -> bytes | None:
-        return self.raw.get(table, key)
 
     def put(self, table: str, key: bytes, value: bytes) -> None:
         if table == "host_events":
             raise RetryableStorage("injected fault between the change and its event")
         self.raw.put(table, key, value)
-
-    def delete(self, table: str, key: bytes) -> bool:
-        return self.raw.delete(table, key)
-
-    def scan(
-        self, table: str, prefix: bytes = b"", start: bytes | None = None
-    ) -> Iterator[tuple[bytes, bytes]]:
-        return self.raw.scan(table, prefix, start)
 
 
 class _FaultyBackend:
