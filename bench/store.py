@@ -46,6 +46,11 @@ In one run, on one temporary directory (so one disk), it measures:
   the two histories are timed in turn, so the machine's drift hits both alike;
   the repeats are cut into rounds, the ratio is taken per round (medians within
   it), and the figure is the median of the rounds' ratios with their min and max.
+- the session lookup ratio, on the same two histories, measured the same way:
+  ``list_attempts`` of one session (8 attempts) plus ``find_agent`` of its first
+  agent, with 100,000 terminal attempts elsewhere in the namespace over 1,000
+  (target <= 2: what a supervisor reads to continue an agent it no longer holds
+  follows the session, not the store).
 
 Work on both sides: no model request, no message history, no usage: store
 operations (the store's records, its indexes and its event outbox where it has
