@@ -2269,7 +2269,8 @@ def _put_agent_entry(txn: Txn, record: AttemptRecord) -> None:
 
 def _retain_key(record: AttemptRecord) -> bytes | None:
     """Where a terminal record's index entry is: its ``R`` entry while its
-    retention runs, ``None`` when it is indexed by ``P`` (expired, or no deadline)."""
+    retention runs, ``None`` when it has none (expired, or no deadline): then its
+    ``A`` entry holds it, and its ``P`` entry while it is undelivered."""
     deadline = record.retention_expires_at
     if deadline is None or record.retention_status == RetentionStatus.EXPIRED:
         return None
