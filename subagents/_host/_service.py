@@ -135,6 +135,11 @@ MAX_INPUT_BYTES = 64 * 1024
 MAX_STEERING_BYTES = 16 * 1024
 MAX_QUEUED_STEERING = 32
 FULL_SCAN_TICKS = 60
+"""Passes between two full scans for runs a dead host left (every unfinished run of
+the namespace, read session by session; the passes between read only the foreign live
+runs seen before). A full scan costs the namespace's run history, so, as for whole
+sweeps, the passes between two grow with it: at least ``FULL_SCAN_TICKS``, and enough
+that the last full scan took at most :data:`SWEEP_SHARE` of the ticks' time."""
 REPLAY_PAGE = 500
 """Events read from the log per transaction while a subscriber catches up."""
 CLOSE_THREADS = 8
@@ -261,6 +266,14 @@ class _LiveRun:
     def drain_steering(self) -> list[str]:
         queued, self.steering = self.steering, []
         return queued
+
+
+def _paced(floor: int, seconds: float, tick_seconds: float) -> int:
+    """Ticks until a scan that took ``seconds`` runs again: at least ``floor``, and
+    enough that it takes at most :data:`SWEEP_SHARE` of the ticks' time."""
+    ticks = seconds / (tick_seconds * SWEEP_SHARE)
+    # Less a rounding error: a scan of exactly n ticks' share paces n, not n + 1.
+    return max(floor, math.ceil(ticks - 1e-9))
 
 
 def _transition(
@@ -392,7 +405,8 @@ class HostService:
         self._accepting = True
         self._closed = False
         self._tick: asyncio.Task[None] | None = None
-        self._passes = 0
+        self._scan_every = FULL_SCAN_TICKS  # passes from one full run scan to the next
+        self._until_scan = 1  # the first pass scans every run
         self._quiet_ticks = 0  # ticks since the last sweep
         self._sweep_every = SWEEP_TICKS  # ticks from one whole sweep to the next
         # Measures a whole sweep (seconds, monotonic; tests inject their own).
@@ -610,12 +624,10 @@ class HostService:
             self._pace_sweeps(swept)
 
     def _pace_sweeps(self, seconds: float) -> None:
-        """Set the ticks until the next whole sweep from this one's ``seconds``: at
-        least ``SWEEP_TICKS``, and enough that whole sweeps take at most
-        :data:`SWEEP_SHARE` of the ticks' time."""
-        ticks = seconds / (self.tick_seconds * SWEEP_SHARE)
-        # Less a rounding error: a sweep of exactly n ticks' share paces n, not n + 1.
-        self._sweep_every = max(SWEEP_TICKS, math.ceil(ticks - 1e-9))
+        """Ticks until the next whole sweep, after one that took ``seconds``: at least
+        ``SWEEP_TICKS``, and enough that the sweep takes at most :data:`SWEEP_SHARE`
+        of the ticks' time."""
+        self._sweep_every = _paced(SWEEP_TICKS, seconds, self.tick_seconds)
 
     def _active_sessions(self) -> set[str]:
         """The sessions a result may have become pending in since the last sweep: those
@@ -635,12 +647,19 @@ class HostService:
         self._live_before, self._touched_before = live, touched
         return sessions
 
-    def _candidate_runs(self) -> Iterator[RunRecord]:
-        """Runs to check: every unfinished run on a full scan (startup, then every
-        ``FULL_SCAN_TICKS`` passes), else only the foreign live runs seen before,
-        so a pass costs what is live, not the whole history."""
-        self._passes += 1
-        if self._passes % FULL_SCAN_TICKS != 1:
+    def _full_scan_due(self) -> bool:
+        """Whether this pass scans every unfinished run (the first, then one every
+        ``_scan_every`` passes: see :data:`FULL_SCAN_TICKS`)."""
+        self._until_scan -= 1
+        if self._until_scan > 0:
+            return False
+        self._until_scan = self._scan_every
+        return True
+
+    def _candidate_runs(self, full: bool) -> Iterator[RunRecord]:
+        """Runs to check: every unfinished run on a ``full`` scan, else only the
+        foreign live runs seen before, so a pass costs what is live, not the history."""
+        if not full:
             for session_id, run_id in list(self._watched):
                 try:
                     yield self.store.load_run(session_id, run_id)
@@ -667,30 +686,41 @@ class HostService:
 
         The store releases the results such a run had taken as a lost consumer's
         (unsuppressed: its lease had lapsed), so automatic continuation consumes them.
+        A full scan paces the next one by its own time (:data:`FULL_SCAN_TICKS`).
         """
         now = self.clock.now()
-        for run in self._candidate_runs():
-            key = (run.session_id, run.run_id)
-            if run.status in _TERMINAL_RUN or key in self._runs:
-                self._watched.discard(key)
-                continue
-            lease = run.admission_lease
-            if lease is not None and lease.lease_expires_at > now:
-                self._watched.add(key)
-                continue  # a live host (maybe another one) owns it
+        full = self._full_scan_due()
+        started = self._sweep_timer()
+        for run in self._candidate_runs(full):
+            self._reconcile_run(run, now)
+        if full:
+            seconds = self._sweep_timer() - started
+            self._scan_every = _paced(FULL_SCAN_TICKS, seconds, self.tick_seconds)
+            self._until_scan = self._scan_every
+
+    def _reconcile_run(self, run: RunRecord, now: float) -> None:
+        """Fail ``run`` if its host is gone; watch it while a live foreign host owns it."""
+        key = (run.session_id, run.run_id)
+        if run.status in _TERMINAL_RUN or key in self._runs:
             self._watched.discard(key)
-            try:
-                _transition(
-                    self.store,
-                    run.session_id,
-                    run.run_id,
-                    RunStatus.FAILED,
-                    admission_id=lease.admission_id if lease else None,
-                    output_preview="host_process_lost",
-                    event_data={"failure": {"category": "host_process_lost"}},
-                )
-            except StoreError as exc:
-                log.info("run %s not reconciled: %s", run.run_id, exc)
+            return
+        lease = run.admission_lease
+        if lease is not None and lease.lease_expires_at > now:
+            self._watched.add(key)
+            return  # a live host (maybe another one) owns it
+        self._watched.discard(key)
+        try:
+            _transition(
+                self.store,
+                run.session_id,
+                run.run_id,
+                RunStatus.FAILED,
+                admission_id=lease.admission_id if lease else None,
+                output_preview="host_process_lost",
+                event_data={"failure": {"category": "host_process_lost"}},
+            )
+        except StoreError as exc:
+            log.info("run %s not reconciled: %s", run.run_id, exc)
 
     def _continuation_profile(self, session_id: str, parent_run_id: str) -> str | None:
         """The profile a continuation runs with, or ``None`` when it is suppressed.

@@ -19,7 +19,7 @@ from storage import AdmissionLease, RunRecord, SessionRecord
 from subagents import HostConfigError
 from subagents._delegation._background import _shared_state
 from subagents._host import open_host, parse_host_config
-from subagents._host._service import SWEEP_SHARE, SWEEP_TICKS, _transition
+from subagents._host._service import FULL_SCAN_TICKS, SWEEP_SHARE, SWEEP_TICKS, _transition
 
 SESSIONS = 300
 POOLS = """
@@ -142,7 +142,7 @@ def test_a_full_scan_reads_one_session_at_a_time_and_keeps_only_unfinished_runs(
         return list_runs(session_id)
 
     store.list_runs = counted  # type: ignore[method-assign]
-    scan = service._candidate_runs()  # the first pass: a full scan
+    scan = service._candidate_runs(full=True)
     first = next(scan)
     assert (first.run_id, read) == ("s0-live", ["s0"])
     assert [run.run_id for run in scan] == ["s1-live", "s2-live"]
@@ -190,6 +190,44 @@ async def test_a_whole_sweep_that_takes_long_comes_less_often() -> None:
         service.store.list_pending_attempts = listed  # type: ignore[method-assign]
         await service.maintain(sweep=True)  # a quick one: back to every SWEEP_TICKS
         assert [service._sweep_due() for _ in range(SWEEP_TICKS)][-1]
+    finally:
+        await service.close()
+
+
+async def test_a_full_run_scan_that_takes_long_comes_less_often() -> None:
+    """The scan for runs a dead host left reads every run of the namespace. Before: one
+    every FULL_SCAN_TICKS passes however long it took, so an idle host's CPU grew with
+    the run history. Now it is paced like a whole sweep: one as long as 100 x SWEEP_SHARE
+    ticks makes the next one due 100 passes later; a quick one goes back to every
+    FULL_SCAN_TICKS passes."""
+    service = memory_service(CONFIG)  # not started: the passes are driven here
+    elapsed = [0.0]
+    service._sweep_timer = lambda: elapsed[0]
+    scans: list[float] = []
+    listed = service.store.list_sessions
+    cost = [100 * service.tick_seconds * SWEEP_SHARE]
+
+    def slow(namespace_id: str) -> list[Any]:
+        scans.append(elapsed[0])
+        elapsed[0] += cost[0]
+        return listed(namespace_id)
+
+    service.store.list_sessions = slow  # type: ignore[method-assign]
+
+    def passes_until_a_scan() -> int:
+        before = len(scans)
+        for n in range(1, 1000):
+            service._reconcile_runs()
+            if len(scans) > before:
+                return n
+        raise AssertionError("no full scan in 1,000 passes")
+
+    try:
+        assert passes_until_a_scan() == 1  # the first pass scans everything
+        assert passes_until_a_scan() == 100
+        cost[0] = 0.0
+        assert passes_until_a_scan() == 100  # paced by the long one before it
+        assert passes_until_a_scan() == FULL_SCAN_TICKS
     finally:
         await service.close()
 
