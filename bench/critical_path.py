@@ -13,10 +13,12 @@ once, so both happen; the table follows the more common order, and the count of
 attempts handed over in their terminal commit is printed beside it.
 
 Each attempt is cut at :data:`MARKS`: the caller's call and return, the child's
-start on the event loop, and the entry and exit of five of the kernel's own
+start on the event loop, and the entry and exit of six of the kernel's own
 methods (the supervisor actor's handling of a delegate message, the store's
 accept, terminal commit and claim-and-acknowledge, and the attempt actor's
-handling of the child's end), each wrapped to note a ``time.perf_counter`` mark. That wraps
+launch of the child onto the loop and handling of the child's end), each wrapped
+to note a ``time.perf_counter`` mark. From the launch to the child's start is the
+loop thread's wake-up. That wraps
 private methods, which is why this is a bench and not a test or an API; the
 wrappers cost about a microsecond per mark. Every row is the median, over the
 attempts whose marks came in the usual order, of the time from one mark to the
@@ -59,6 +61,7 @@ MARKS = {
     "accept>": "the store's accept_attempt",
     "accept<": "accept committed",
     "supervisor<": "the supervisor actor answered (the attempt's actor started)",
+    "launch<": "the attempt's actor handed the child to the event loop",
     "child>": "the child starts on the event loop",
     "finished>": "the attempt actor takes the child's end",
     "terminal>": "the store's commit_terminal (delivering to a wait that came first)",
@@ -103,6 +106,7 @@ def instrument(marks: Marks) -> list[Callable[[], None]]:
     return [
         marks.wrap(_supervisor.SupervisorActor, "_delegate", "supervisor"),
         marks.wrap(_kernel.KernelStore, "accept_attempt", "accept"),
+        marks.wrap(_attempt.AttemptActor, "_launch_child", "launch"),
         marks.wrap(_attempt.AttemptActor, "_on_child_finished", "finished"),
         marks.wrap(_kernel.KernelStore, "commit_terminal", "terminal"),
         marks.wrap(_kernel.KernelStore, "claim_and_acknowledge", "claim_ack"),
