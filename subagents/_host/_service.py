@@ -158,7 +158,8 @@ A whole sweep's cost grows with the namespace's retained history, so the ticks
 between two whole sweeps grow with it: at least ``SWEEP_TICKS``, and enough that the
 last whole sweep's time is at most :data:`SWEEP_SHARE` of the ticks' time."""
 SWEEP_SHARE = 0.002
-"""The largest share of the maintenance ticks' time that whole sweeps may take: 2 ms
+"""The largest share of the maintenance ticks' time that whole sweeps (and, paced
+apart, full run scans: :data:`FULL_SCAN_TICKS`) may take: 2 ms
 per second at most, timed as the sweep's elapsed time (its store reads on the loop's
 thread, and the continuations it admits; the idle budget is 5 ms of CPU per second).
 With a tick of 1 s a sweep up to 20 ms keeps the pace of ``SWEEP_TICKS``; one of 1 s
@@ -409,7 +410,7 @@ class HostService:
         self._until_scan = 1  # the first pass scans every run
         self._quiet_ticks = 0  # ticks since the last sweep
         self._sweep_every = SWEEP_TICKS  # ticks from one whole sweep to the next
-        # Measures a whole sweep (seconds, monotonic; tests inject their own).
+        # Times whole sweeps and full run scans (seconds, monotonic; tests inject their own).
         self._sweep_timer: Callable[[], float] = time.perf_counter
         self._swept_ended = 0  # pools.ended_attempts at the last sweep
         self._watched: set[tuple[str, str]] = set()
@@ -647,15 +648,6 @@ class HostService:
         self._live_before, self._touched_before = live, touched
         return sessions
 
-    def _full_scan_due(self) -> bool:
-        """Whether this pass scans every unfinished run (the first, then one every
-        ``_scan_every`` passes: see :data:`FULL_SCAN_TICKS`)."""
-        self._until_scan -= 1
-        if self._until_scan > 0:
-            return False
-        self._until_scan = self._scan_every
-        return True
-
     def _candidate_runs(self, full: bool) -> Iterator[RunRecord]:
         """Runs to check: every unfinished run on a ``full`` scan, else only the
         foreign live runs seen before, so a pass costs what is live, not the history."""
@@ -689,14 +681,17 @@ class HostService:
         A full scan paces the next one by its own time (:data:`FULL_SCAN_TICKS`).
         """
         now = self.clock.now()
-        full = self._full_scan_due()
+        self._until_scan -= 1
+        full = self._until_scan <= 0  # the first pass, then one every _scan_every
         started = self._sweep_timer()
-        for run in self._candidate_runs(full):
-            self._reconcile_run(run, now)
-        if full:
-            seconds = self._sweep_timer() - started
-            self._scan_every = _paced(FULL_SCAN_TICKS, seconds, self.tick_seconds)
-            self._until_scan = self._scan_every
+        try:
+            for run in self._candidate_runs(full):
+                self._reconcile_run(run, now)
+        finally:
+            if full:
+                seconds = self._sweep_timer() - started
+                self._scan_every = _paced(FULL_SCAN_TICKS, seconds, self.tick_seconds)
+                self._until_scan = self._scan_every
 
     def _reconcile_run(self, run: RunRecord, now: float) -> None:
         """Fail ``run`` if its host is gone; watch it while a live foreign host owns it."""
