@@ -48,7 +48,7 @@ from collections.abc import Sequence
 import msgspec
 
 from ._errors import Failed, StorageFull, StoreError, StoreRefused
-from ._identity import fsync_directory
+from ._identity import fsync_directory, require_regular
 
 JOURNAL_NAME = "journal.log"
 """The journal's file, beside ``data.mdb``."""
@@ -170,7 +170,6 @@ class Journal:
         self.path = path
         self._fd = fd
         self.generation = recovered.header.generation
-        self._slot = recovered.header.generation % 2
         self._next_seq = recovered.next_seq
         self._offset = recovered.offset
         self._end = ENTRIES_AT + region_bytes
@@ -184,7 +183,9 @@ class Journal:
         """Write one transaction's writes and flush them; return its sequence number.
 
         Raises :class:`~storage.StorageFull` when the region has no room for it
-        (nothing written: checkpoint, then append again) and
+        (nothing written: checkpoint, then append again; an entry larger than
+        the whole region never fits, so its writes need another way to the
+        disk) and
         :class:`~storage.Failed` after an I/O error (then and on every later
         call: whether the entry reached the disk is unknown)."""
         return self._write(JournalEntry(ops=tuple(ops)))
@@ -234,7 +235,6 @@ class Journal:
             self._broken = f"{type(exc).__name__}: {exc}"
             raise _os_error(exc, "checkpoint", self.path) from exc
         self.generation = header.generation
-        self._slot = slot
         self._next_seq = 1
         self._offset = ENTRIES_AT
 
@@ -264,7 +264,7 @@ def open_journal(
     if region_bytes <= 0 or region_bytes % BLOCK:
         raise ValueError(f"region_bytes must be a positive multiple of {BLOCK}, not {region_bytes}")
     path = os.path.join(directory, JOURNAL_NAME)
-    if not os.path.exists(path):
+    if not require_regular(path, "journal"):
         first = JournalHeader(generation=1, txnid=txnid, metas=metas)
         _create(directory, path, first, region_bytes)
     try:

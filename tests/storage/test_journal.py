@@ -214,6 +214,12 @@ def test_after_a_failed_flush_every_append_is_refused(
     journal.close()
 
 
+def test_a_directory_where_the_journal_belongs_is_refused(tmp_path: Path) -> None:
+    (tmp_path / JOURNAL_NAME).mkdir()
+    with pytest.raises(StoreRefused, match="not a regular file"):
+        _open(tmp_path)
+
+
 def test_region_bytes_must_be_whole_blocks(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="multiple of 4096"):
         open_journal(str(tmp_path), txnid=1, metas=b"", region_bytes=BLOCK + 1)
