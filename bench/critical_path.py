@@ -123,8 +123,9 @@ def _kept(trace: list[tuple[str, float]]) -> tuple[tuple[str, ...], list[float]]
     return tuple(n for n, _ in ordered), [at for _, at in ordered]
 
 
-def run(attempts: int, warmup: int = 50) -> dict[str, Any]:
-    """Time ``attempts`` round trips (after ``warmup``) and one raw commit after each."""
+def run(attempts: int, warmup: int = 50, *, journal: bool = False) -> dict[str, Any]:
+    """Time ``attempts`` round trips (after ``warmup``) and one raw commit after each;
+    ``journal``: the store makes its commits durable with its redo journal."""
     from actors import BackgroundSubagentSupervisor, ChildOutcome, OwnerIdentity
     from bench.store import RawLmdb
     from storage import LmdbSessionStore
@@ -138,7 +139,7 @@ def run(attempts: int, warmup: int = 50) -> dict[str, Any]:
     traces: list[tuple[tuple[str, ...], list[float]]] = []
     raw_commits: list[float] = []
     with tempfile.TemporaryDirectory(prefix="bench-critical-") as tmp:
-        store = LmdbSessionStore(Path(tmp) / "store", sync=True, map_size=MAP_SIZE)
+        store = LmdbSessionStore(Path(tmp) / "store", sync=True, map_size=MAP_SIZE, journal=journal)
         raw = RawLmdb(Path(tmp) / "raw")
         supervisor = BackgroundSubagentSupervisor(
             runner=child,
@@ -234,13 +235,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--attempts", type=int, default=1000, help="timed attempts")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--journal", action="store_true", help="the store on its redo journal (journal=True)"
+    )
     args = parser.parse_args(argv)
     if args.attempts < 1:
         parser.error("--attempts must be at least 1")
     before = load_average()
     if not args.json:
         print_load("before")
-    result = run(args.attempts)
+    result = run(args.attempts, journal=args.journal)
+    result["journal"] = args.journal
     result["load_average"] = {"before": before, "after": load_average()}
     if args.json:
         print(json.dumps(result))

@@ -24,7 +24,8 @@ rounds; every ratio is taken per round from the same round's two sides, and
 reported as the median with its min and max. No model requests, no message
 history, no usage: storage only. The journal's checkpoints are not in the
 figures: it is checkpointed between blocks, untimed (a checkpoint flushes
-LMDB; the store would do it once per region, 16,384 one-block commits here).
+LMDB; the store does it every 128 commits, and ``bench/supervisor.py`` and
+``bench/critical_path.py --journal`` include that cost).
 The load average is printed before and after. A benchmark, not a test: it
 never asserts timing and exits 0.
 """

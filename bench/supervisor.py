@@ -33,6 +33,11 @@ Figures, each against its target:
     commit when the wait was already waiting (two commits per attempt), else
     claimed and acknowledged by the wait in a commit of its own (three). No model
     request, no message history, no usage: the same work as DBOS's side.
+  - ``journal`` (ours): the same as ``kernel`` on
+    ``LmdbSessionStore(journal=True)``: each commit made durable by one flushed
+    block of the store's redo journal before it returns (LMDB itself commits
+    without syncing and is flushed at each checkpoint, every 128 commits;
+    ``docs/journal.md``). Same durability, same work.
   - ``sdk`` (ours, through the SDK's host): ``open_host`` on an LMDB data
     directory (durable, the host's defaults, its event log in the same
     environment); each caller delegates on a session of its own to a subagent
@@ -80,6 +85,7 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import itertools
 import json
 import os
 import shutil
@@ -281,12 +287,13 @@ profile = "worker"
 description = "Answers ok"
 """
 
-SIDES = ("raw", "kernel", "sdk", "dbos-sqlite", "dbos-postgres")
-OURS = ("kernel", "sdk")
+SIDES = ("raw", "kernel", "journal", "sdk", "dbos-sqlite", "dbos-postgres")
+OURS = ("kernel", "journal", "sdk")
 DBOS_SIDES = ("dbos-sqlite", "dbos-postgres")
 LABELS = {
     "raw": "raw LMDB (py-lmdb, 1 put per durable commit)",
     "kernel": "ours, kernel (supervisor + LmdbSessionStore sync)",
+    "journal": "ours, kernel (supervisor + LmdbSessionStore journal)",
     "sdk": "ours, SDK host (child agent on a test model, LMDB)",
     "dbos-sqlite": "DBOS 3 on SQLite (default durability)",
     "dbos-postgres": "DBOS 3 on PostgreSQL (default durability)",
@@ -392,12 +399,12 @@ class KernelSide(Side):
     runner that returns ``"ok"`` at once (no model request, no message history, no usage),
     each caller doing delegate -> child completes -> wait (which receives it durably)."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, journal: bool = False) -> None:
         from actors import BackgroundSubagentSupervisor, OwnerIdentity
         from bench._common import CommitCounter
         from storage import LmdbSessionStore
 
-        self.store = LmdbSessionStore(directory, sync=True, map_size=MAP_SIZE)
+        self.store = LmdbSessionStore(directory, sync=True, map_size=MAP_SIZE, journal=journal)
         self.supervisor = BackgroundSubagentSupervisor(
             runner=instant_child,
             store=self.store,
@@ -554,6 +561,8 @@ def open_side(kind: str, directory: Path, dsn: str) -> Side:
         return RawSide(directory)
     if kind == "kernel":
         return KernelSide(directory)
+    if kind == "journal":
+        return KernelSide(directory, journal=True)
     if kind == "sdk":
         return SdkSide(directory)
     if kind == "dbos-sqlite":
@@ -696,15 +705,16 @@ def rate(sample: dict[str, Any]) -> float:
 # -- the fsync budget (docs/durability.md) -------------------------------------------------
 
 
-def fsync_budget_line(attempts: int = 20) -> str:
+def fsync_budget_line(attempts: int = 20, *, journal: bool = False) -> str:
     """Durable commits one attempt costs at concurrency 1, from the store's own counters:
     ``attempts`` sequential delegate -> complete -> wait (which delivers) on
-    ``LmdbSessionStore(sync=True)``, after one warm-up attempt (the session)."""
+    ``LmdbSessionStore(sync=True)`` (``journal``: with its redo journal, whose
+    checkpoints' flushes are counted too), after one warm-up attempt (the session)."""
     from actors import BackgroundSubagentSupervisor, OwnerIdentity
     from storage import LmdbSessionStore
 
     base = Path(tempfile.mkdtemp(prefix="bench-fsyncs-"))
-    store = LmdbSessionStore(base / "store", sync=True, map_size=MAP_SIZE)
+    store = LmdbSessionStore(base / "store", sync=True, map_size=MAP_SIZE, journal=journal)
     supervisor = BackgroundSubagentSupervisor(
         runner=instant_child,
         store=store,
@@ -722,7 +732,8 @@ def fsync_budget_line(attempts: int = 20) -> str:
         store.close()
         shutil.rmtree(base, ignore_errors=True)
     return (
-        f"fsyncs per attempt (concurrency 1, LMDB sync=True, counted by the store over "
+        f"fsyncs per attempt (concurrency 1, LMDB sync=True{', journal' if journal else ''},"
+        f" counted by the store over "
         f"{attempts} attempts): {moved.fsyncs / attempts:.2f} "
         f"({moved.commits / attempts:.2f} commits, {moved.writes / attempts:.2f} writes); "
         "budget <= 3 (2 when the wait came first: the terminal commit delivers to it)"
@@ -958,13 +969,15 @@ def comparison_result(comparison: dict[str, Any], skipped: str | None) -> dict[s
         ("dbos-sqlite", DBOS_SQLITE_TARGET),
         ("dbos-postgres", DBOS_POSTGRES_TARGET),
     ):
-        for c in (1, 32):
-            name = f"ours_over_{other.replace('-', '_')}_c{c}"
+        for (ours, prefix, what), c in itertools.product(
+            (("kernel", "ours", "LMDB durable"), ("journal", "journal", "LMDB + journal")), (1, 32)
+        ):
+            name = f"{prefix}_over_{other.replace('-', '_')}_c{c}"
             figure = ratio_figure(
                 comparison,
-                f"kernel/{other}@{c}",
+                f"{ours}/{other}@{c}",
                 target,
-                f"ours (kernel, LMDB durable) / {LABELS[other]}, {c} callers, per round",
+                f"ours (kernel, {what}) / {LABELS[other]}, {c} callers, per round",
             )
             if skipped and figure["value"] is None:
                 figure["skipped"] = skipped
@@ -999,7 +1012,7 @@ def main(argv: list[str] | None = None) -> int:
     figures["memory_attempts_per_s"] = measure_memory_throughput(
         count=300 if quick else 4000, window=64, rounds=1 if quick else 3
     )
-    sides = ["raw", "kernel"] + ([] if args.no_sdk else ["sdk"])
+    sides = ["raw", "kernel", "journal"] + ([] if args.no_sdk else ["sdk"])
     skipped = None
     if args.no_dbos:
         skipped = "--no-dbos"
@@ -1034,6 +1047,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(table(result))
         print(fsync_budget_line())
+        # Enough attempts to include checkpoints (one per 128 journaled commits).
+        print(fsync_budget_line(300, journal=True))
     return 0
 
 

@@ -19,6 +19,7 @@ from ._delivery import DeliveryMachine as DeliveryMachine
 from ._delivery import delivery_machine as delivery_machine
 from ._factories import BUILTIN_FACTORIES as BUILTIN_FACTORIES
 from ._factories import LMDB as LMDB
+from ._factories import LMDB_JOURNAL as LMDB_JOURNAL
 from ._factories import LMDB_REOPEN as LMDB_REOPEN
 from ._factories import MEMORY as MEMORY
 from ._factories import NamedFactory as NamedFactory
@@ -82,6 +83,7 @@ __all__ = [
     "Gate",
     "IgnoresAggregateQuota",
     "LMDB",
+    "LMDB_JOURNAL",
     "LMDB_REOPEN",
     "MACHINES",
     "MEMORY",

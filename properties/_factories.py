@@ -4,8 +4,9 @@ A factory is called once per Hypothesis example with the example's
 :class:`~storage.ManualClock` and returns a :class:`StoreHandle`: the store,
 a ``reopen`` hook (close and open the same durable state again) and a
 cleanup. The built-in factories are ``memory``, ``lmdb`` (a temporary
-directory) and ``lmdb-reopen`` (closes and reopens the LMDB environment after
-every step, so every step's result must have been persisted). ``postgres`` (and
+directory), ``lmdb-reopen`` (closes and reopens the LMDB environment after
+every step, so every step's result must have been persisted) and
+``lmdb-journal`` (the same, on the store's redo journal: ``journal=True``). ``postgres`` (and
 ``postgres-reopen``) run on PostgreSQL (``$SUBAGENTS_PG_ADMIN_DSN``, default the local server) in a
 database this process creates and drops at exit; they are not part of ``all``
 because they need a server. Users plug in
@@ -104,11 +105,13 @@ def _memory(clock: ManualClock) -> StoreHandle:
     return StoreHandle(store=MemorySessionStore(clock=clock))
 
 
-def _lmdb_handle(clock: ManualClock, *, reopen_between_steps: bool, sync: bool) -> StoreHandle:
+def _lmdb_handle(
+    clock: ManualClock, *, reopen_between_steps: bool, sync: bool, journal: bool = False
+) -> StoreHandle:
     path = tempfile.mkdtemp(prefix="subagents-properties-")
 
     def open_store() -> SessionStore:
-        return LmdbSessionStore(path, clock=clock, sync=sync)
+        return LmdbSessionStore(path, clock=clock, sync=sync, journal=journal)
 
     try:
         store = open_store()
@@ -124,16 +127,22 @@ def _lmdb_handle(clock: ManualClock, *, reopen_between_steps: bool, sync: bool) 
     )
 
 
-def lmdb_factory(*, reopen_between_steps: bool = False, sync: bool | None = None) -> NamedFactory:
+def lmdb_factory(
+    *, reopen_between_steps: bool = False, sync: bool | None = None, journal: bool = False
+) -> NamedFactory:
     """An LMDB factory in a fresh temporary directory per example.
 
-    ``sync=None`` follows the active profile (off in ``ci``/``dev``, on in ``deep``).
+    ``sync=None`` follows the active profile (off in ``ci``/``dev``, on in ``deep``);
+    ``journal=True`` makes commits durable through the store's redo journal
+    (always synced: the journal is what makes a commit durable).
     """
-    name = "lmdb-reopen" if reopen_between_steps else "lmdb"
+    name = "lmdb-journal" if journal else "lmdb-reopen" if reopen_between_steps else "lmdb"
 
     def make(clock: ManualClock) -> StoreHandle:
-        durable = current_profile().lmdb_sync if sync is None else sync
-        return _lmdb_handle(clock, reopen_between_steps=reopen_between_steps, sync=durable)
+        durable = journal or (current_profile().lmdb_sync if sync is None else sync)
+        return _lmdb_handle(
+            clock, reopen_between_steps=reopen_between_steps, sync=durable, journal=journal
+        )
 
     return NamedFactory(name, make)
 
@@ -141,8 +150,11 @@ def lmdb_factory(*, reopen_between_steps: bool = False, sync: bool | None = None
 MEMORY = NamedFactory("memory", _memory)
 LMDB = lmdb_factory()
 LMDB_REOPEN = lmdb_factory(reopen_between_steps=True)
+LMDB_JOURNAL = lmdb_factory(reopen_between_steps=True, journal=True)
 
-BUILTIN_FACTORIES: dict[str, NamedFactory] = {f.name: f for f in (MEMORY, LMDB, LMDB_REOPEN)}
+BUILTIN_FACTORIES: dict[str, NamedFactory] = {
+    f.name: f for f in (MEMORY, LMDB, LMDB_REOPEN, LMDB_JOURNAL)
+}
 
 
 # -- PostgreSQL (needs a server, so not in BUILTIN_FACTORIES / "all") -------------------------

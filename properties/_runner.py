@@ -221,8 +221,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--store",
         action="append",
         help=(
-            "memory | lmdb | lmdb-reopen | all | postgres | postgres-reopen | module:factory "
-            "(repeatable; default all: the three embedded stores)"
+            "memory | lmdb | lmdb-reopen | lmdb-journal | all | postgres | postgres-reopen"
+            " | module:factory (repeatable; default all: the four embedded stores)"
         ),
     )
     default_profile = os.environ.get("HYPOTHESIS_PROFILE", "ci")

@@ -9,9 +9,9 @@ commits without syncing (its pages reach the page cache, which a process
 crash does not lose), and the journal is what an OS crash or a power cut
 cannot undo.
 
-This module is the file and its rules; wiring it under
-:class:`~storage.LmdbSessionStore` is a separate step (see
-``docs/journal.md``). What it guarantees:
+This module is the file and its rules; :mod:`storage._journaled` runs it
+under an LMDB environment (``LmdbBackend(journal=True)``, ``docs/journal.md``).
+What it guarantees:
 
 - :meth:`Journal.append` returns only after the entry is on the disk
   (``os.fdatasync``). The file has its full size from creation on, written
@@ -65,8 +65,10 @@ SLOT_BYTES = 64 * 1024
 ENTRIES_AT = 2 * SLOT_BYTES
 """Where the entry region starts."""
 
-DEFAULT_REGION_BYTES = 64 << 20
-"""The entry region's size: room for 16,384 one-block entries between checkpoints."""
+DEFAULT_REGION_BYTES = 4 << 20
+"""The entry region's size: room for 1,024 one-block entries between checkpoints
+(an owner checkpoints every few hundred commits; a larger region costs every open
+a longer read)."""
 
 FIX_JOURNAL = (
     "restore the directory from a backup (subagents db backup); the journal holds"
@@ -89,13 +91,15 @@ class JournalHeader(msgspec.Struct, frozen=True, kw_only=True):
     ``generation`` counts checkpoints; ``metas`` is the database's meta pages
     as they were on the disk right after the checkpoint's flush (restoring
     them rolls the database back to that commit); ``txnid`` is that commit's
-    LMDB transaction id; ``clean`` says the owner closed the store after the
-    checkpoint, so no entry follows it."""
+    LMDB transaction id; ``region_bytes`` is the entry region's size, set at
+    creation (a file of another size is damaged); ``clean`` says the owner
+    closed the store after the checkpoint, so no entry follows it."""
 
     format: int = JOURNAL_FORMAT
     generation: int
     txnid: int
     metas: bytes
+    region_bytes: int
     clean: bool = False
 
 
@@ -166,14 +170,19 @@ class Journal:
     :meth:`append`, :meth:`void` and :meth:`checkpoint` (the LMDB store's
     writer role does). Create or open one with :func:`open_journal`."""
 
-    def __init__(self, path: str, fd: int, recovered: Recovered, region_bytes: int) -> None:
+    def __init__(self, path: str, fd: int, recovered: Recovered) -> None:
         self.path = path
         self._fd = fd
         self.generation = recovered.header.generation
         self._next_seq = recovered.next_seq
         self._offset = recovered.offset
-        self._end = ENTRIES_AT + region_bytes
+        self._end = ENTRIES_AT + recovered.header.region_bytes
         self._broken: str | None = None
+
+    @property
+    def region_bytes(self) -> int:
+        """The entry region's size: an entry larger than this never fits."""
+        return self._end - ENTRIES_AT
 
     def room(self) -> int:
         """Bytes left in the entry region before a checkpoint is needed."""
@@ -224,7 +233,11 @@ class Journal:
         are on the disk now; every entry appended so far is then covered by
         the database and none is replayed again. Raises like :meth:`append`."""
         header = JournalHeader(
-            generation=self.generation + 1, txnid=txnid, metas=metas, clean=clean
+            generation=self.generation + 1,
+            txnid=txnid,
+            metas=metas,
+            region_bytes=self.region_bytes,
+            clean=clean,
         )
         framed = _frame_header(header)
         slot = header.generation % 2
@@ -259,13 +272,15 @@ def open_journal(
     now, flushed by the caller). An existing journal is read back
     (:func:`recover`) and its header and entries are returned beside it: the
     caller restores the database to the header's commit and replays the
-    entries before it appends. Raises :class:`~storage.StoreRefused` for a
-    damaged journal, and storage errors for I/O failures."""
+    entries before it appends. ``region_bytes`` sizes a new journal; an
+    existing one keeps the size its header records. Raises
+    :class:`~storage.StoreRefused` for a damaged journal (a file of another
+    size than its header says included), and storage errors for I/O failures."""
     if region_bytes <= 0 or region_bytes % BLOCK:
         raise ValueError(f"region_bytes must be a positive multiple of {BLOCK}, not {region_bytes}")
     path = os.path.join(directory, JOURNAL_NAME)
     if not require_regular(path, "journal"):
-        first = JournalHeader(generation=1, txnid=txnid, metas=metas)
+        first = JournalHeader(generation=1, txnid=txnid, metas=metas, region_bytes=region_bytes)
         _create(directory, path, first, region_bytes)
     try:
         fd = os.open(path, os.O_RDWR)
@@ -277,14 +292,11 @@ def open_journal(
     except BaseException:
         os.close(fd)
         raise
-    if size < ENTRIES_AT + region_bytes:
+    expected = ENTRIES_AT + recovered.header.region_bytes
+    if size != expected:
         os.close(fd)
-        raise _refuse(
-            path,
-            f"the file is {size} bytes, shorter than its {ENTRIES_AT + region_bytes} bytes",
-            size=size,
-        )
-    return Journal(path, fd, recovered, region_bytes), recovered
+        raise _refuse(path, f"the file is {size} bytes, its header says {expected}", size=size)
+    return Journal(path, fd, recovered), recovered
 
 
 def _create(directory: str, path: str, header: JournalHeader, region_bytes: int) -> None:

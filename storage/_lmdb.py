@@ -70,6 +70,8 @@ from ._backend import StoreCounters, Txn
 from ._clock import Clock, IdSource
 from ._errors import CorruptRecord, Failed, RetryableStorage, StorageFull, StoreError, StoreRefused
 from ._identity import FIX_MOVE_ASIDE, StoreIdentity, read_marker, write_marker
+from ._journal import DEFAULT_REGION_BYTES, Journal, Op, Recovered
+from ._journaled import DirectoryLock, Keeper, prepare
 from ._kernel import KernelStore
 from ._lmdbfile import DEFAULT_VERIFY_BYTES, preflight
 
@@ -181,14 +183,22 @@ class _LmdbTxn:
     function swallowed the error.
     """
 
-    __slots__ = ("_dbs", "_path", "_txn", "failure", "wrote")
+    __slots__ = ("_dbs", "_path", "_txn", "failure", "ops", "wrote")
 
-    def __init__(self, txn: lmdb.Transaction[bytes], dbs: dict[str, Any], path: str) -> None:
+    def __init__(
+        self,
+        txn: lmdb.Transaction[bytes],
+        dbs: dict[str, Any],
+        path: str,
+        ops: list[Op] | None = None,
+    ) -> None:
         self._txn = txn
         self._dbs = dbs
         self._path = path
         self.failure: BaseException | None = None
         self.wrote = False  # a put or delete was asked for: committing it syncs
+        # With a journal: every write, in order, for the commit's journal entry.
+        self.ops = ops
 
     def _db(self, table: str) -> Any:
         try:
@@ -213,6 +223,8 @@ class _LmdbTxn:
     def put(self, table: str, key: bytes, value: bytes) -> None:
         db = self._db(table)
         self.wrote = True
+        if self.ops is not None:
+            self.ops.append((table, key, value))
         try:
             self._txn.put(key, value, db=db)
         except lmdb.Error as exc:
@@ -221,6 +233,8 @@ class _LmdbTxn:
     def delete(self, table: str, key: bytes) -> bool:
         db = self._db(table)
         self.wrote = True
+        if self.ops is not None:
+            self.ops.append((table, key, None))
         try:
             return self._txn.delete(key, db=db)
         except lmdb.Error as exc:
@@ -310,12 +324,13 @@ class _Gate:
 class _Pending(Generic[T]):
     """One queued write: the function, the caller's tables, its outcome."""
 
-    __slots__ = ("dbs", "done", "error", "fn", "promoted", "value", "wrote")
+    __slots__ = ("dbs", "done", "error", "fn", "ops", "promoted", "value", "wrote")
 
     def __init__(self, fn: Callable[[Txn], T], dbs: dict[str, Any]) -> None:
         self.fn = fn
         self.dbs = dbs
         self.wrote = False
+        self.ops: list[Op] = []  # with a journal: the writes its child committed
         self.done = threading.Event()
         self.promoted = False
         self.value: T | None = None
@@ -351,6 +366,7 @@ class _Env:
         max_readers: int,
         max_dbs: int,
         linger: float = 0.0,
+        journaled: bool = False,
     ) -> None:
         self.path = path
         # How long a lone writer waits for a second one before committing (0: it does not).
@@ -366,8 +382,9 @@ class _Env:
             map_size=map_size,
             subdir=True,
             readonly=False,
-            metasync=sync,
-            sync=sync,
+            # With a journal the journal's flush makes a commit durable, not LMDB's.
+            metasync=sync and not journaled,
+            sync=sync and not journaled,
             lock=True,
             max_readers=max_readers,
             max_dbs=max_dbs,
@@ -379,6 +396,10 @@ class _Env:
         self.marker: StoreIdentity | None = None
         self.dbs: dict[str, Any] = {}
         self.gate = _Gate()
+        self.journaled = journaled
+        # Set by attach(): the journal's keeper (journaled), the directory's lock.
+        self.keeper: Keeper | None = None
+        self.dir_lock: DirectoryLock | None = None
         # The batching writer's state, guarded by ``mu``.
         self.mu = threading.Lock()
         self.idle = threading.Condition(self.mu)
@@ -393,6 +414,30 @@ class _Env:
         self.writes = 0
         self.commits = 0
         self.fsyncs = 0
+
+    def attach(
+        self,
+        lock: DirectoryLock,
+        opened: tuple[Journal, Recovered] | None,
+        region_bytes: int,
+    ) -> None:
+        """Take over the directory's lock and its journal (see storage._journaled):
+        replay and keep it when journaled, else replay and remove it."""
+        keeper = Keeper(self.env, self.path, lock)
+        if self.journaled:
+            keeper.replay(opened, region_bytes)
+            self.keeper = keeper
+        elif opened is not None:
+            keeper.leave(opened)
+            lock.share()
+        self.dir_lock = lock
+
+    def _commit(self, txn: lmdb.Transaction[bytes], ops: list[Op] | None) -> None:
+        """Commit a top-level write transaction (through the journal, when there is one)."""
+        if self.keeper is None:
+            txn.commit()
+        else:
+            self.keeper.commit(txn, ops or ())
 
     def _committed(self, wrote: bool) -> None:
         """Count one top-level commit that returned (LMDB syncs only a changed one)."""
@@ -419,6 +464,8 @@ class _Env:
                         txn.abort()
                         raise
                     txn.commit()
+                    if self.keeper is not None:
+                        self.keeper.checkpoint()  # not journaled: flushed by LMDB
                     with self.mu:
                         self.writes += 1  # opening tables is a write of its own
                     self._committed(True)
@@ -589,7 +636,7 @@ class _Env:
             self.gate.enter()
             try:
                 txn = self._begin_write()
-                wrapped = _LmdbTxn(txn, dbs, self.path)
+                wrapped = _LmdbTxn(txn, dbs, self.path, [] if self.journaled else None)
                 _tls.inside = True
                 try:
                     value = fn(wrapped)
@@ -618,7 +665,7 @@ class _Env:
                             raise full
                     else:
                         try:
-                            txn.commit()
+                            self._commit(txn, wrapped.ops)
                         except lmdb.Error as exc:
                             full = _map_error(exc, op="commit", path=self.path)
                             if not self._full(exc):
@@ -667,7 +714,7 @@ class _Env:
                     txn.abort()
                 else:
                     try:
-                        txn.commit()
+                        self._commit(txn, self._batch_ops(batch, outcomes))
                     except lmdb.Error as exc:
                         if self._too_big(exc):
                             one_by_one = True
@@ -701,6 +748,16 @@ class _Env:
             result = None
             return
 
+    def _batch_ops(
+        self, batch: list[_Pending[Any]], outcomes: list[tuple[bool, Any]]
+    ) -> list[Op] | None:
+        """The writes of the batch's committed children, in order (with a journal)."""
+        if not self.journaled:
+            return None
+        # A batch that stopped early has fewer outcomes than members: zip stops there.
+        ran = zip(batch, outcomes, strict=False)
+        return [op for pending, (ok, _) in ran if ok for op in pending.ops]
+
     def _run_child(
         self, parent: lmdb.Transaction[bytes], pending: _Pending[Any]
     ) -> tuple[bool, Any, bool]:
@@ -710,7 +767,7 @@ class _Env:
         except lmdb.Error as exc:
             error = _map_error(exc, op="begin nested", path=self.path)
             return False, error, self._too_big(exc)
-        wrapped = _LmdbTxn(child, pending.dbs, self.path)
+        wrapped = _LmdbTxn(child, pending.dbs, self.path, [] if self.journaled else None)
         _tls.inside = True
         try:
             value = pending.fn(wrapped)
@@ -734,6 +791,7 @@ class _Env:
             child.commit()
         except lmdb.Error as exc:
             return False, _map_error(exc, op="commit nested", path=self.path), self._too_big(exc)
+        pending.ops = wrapped.ops or []
         return True, value, False
 
     # -- map size ---------------------------------------------------------------------------
@@ -761,26 +819,35 @@ class _Env:
                 "LMDB map resize timed out waiting for transactions", path=self.path
             )
         try:
-            # Size zero adopts the size in the newest meta page, which another
-            # process may have raised (it may also be our own, smaller, size
-            # from before an uncommitted growth: then it is put back below).
-            self.env.set_mapsize(0)
-            current = self._map_size()
-            if current > seen:
-                return True
-            target = seen * 2
-            if self.max_map_size is not None:
-                target = min(target, self.max_map_size)
-            if self.auto_grow and target > seen:
-                self.env.set_mapsize(target)
-                return True
-            if current < seen:
-                self.env.set_mapsize(seen)
-            return False
+            with self._unpinned():
+                return self._resize(seen)
         except lmdb.Error as exc:
             raise _map_error(exc, op="resize map", path=self.path) from exc
         finally:
             self.gate.release_exclusive()
+
+    def _unpinned(self) -> contextlib.AbstractContextManager[None]:
+        """A map resize aborts every transaction of this process, the journal's pin too."""
+        return contextlib.nullcontext() if self.keeper is None else self.keeper.unpinned()
+
+    def _resize(self, seen: int) -> bool:
+        """The body of :meth:`_make_room`, with the gate held exclusively."""
+        # Size zero adopts the size in the newest meta page, which another
+        # process may have raised (it may also be our own, smaller, size
+        # from before an uncommitted growth: then it is put back below).
+        self.env.set_mapsize(0)
+        current = self._map_size()
+        if current > seen:
+            return True
+        target = seen * 2
+        if self.max_map_size is not None:
+            target = min(target, self.max_map_size)
+        if self.auto_grow and target > seen:
+            self.env.set_mapsize(target)
+            return True
+        if current < seen:
+            self.env.set_mapsize(seen)
+        return False
 
     def _adopt_map_size(self) -> None:
         """Another process grew the map past ours: adopt its size."""
@@ -789,10 +856,11 @@ class _Env:
                 "LMDB map resize timed out waiting for transactions", path=self.path
             )
         try:
-            current = self._map_size()
-            self.env.set_mapsize(0)
-            if self._map_size() < current:
-                self.env.set_mapsize(current)
+            with self._unpinned():
+                current = self._map_size()
+                self.env.set_mapsize(0)
+                if self._map_size() < current:
+                    self.env.set_mapsize(current)
         except lmdb.Error as exc:
             raise _map_error(exc, op="resize map", path=self.path) from exc
         finally:
@@ -813,12 +881,16 @@ class _Env:
             self.dead = True
         if self.gate.acquire_exclusive(_QUIESCE_TIMEOUT):
             try:
-                if not self.sync:
+                if self.keeper is not None:
+                    self.keeper.close()  # a clean checkpoint: nothing to replay
+                elif not self.sync:
                     # Flush what the unsynced commits left in the page cache.
                     self.env.sync(True)
                 self.env.close()
             finally:
                 self.gate.release_exclusive()
+                if self.dir_lock is not None:
+                    self.dir_lock.release()
 
 
 _registry: dict[str, _Env] = {}
@@ -848,14 +920,18 @@ def _before_fork() -> None:
         if entry.gate.acquire_exclusive(_QUIESCE_TIMEOUT):
             _quiesced.append(entry)
             try:
+                if entry.keeper is not None:
+                    entry.keeper.drop_pin()  # set_mapsize aborts it; checkpoint first
                 entry.env.set_mapsize(entry._map_size())
-            except lmdb.Error:  # pragma: no cover - the child then keeps the handle open
+            except (lmdb.Error, StoreError):  # pragma: no cover - the child keeps the handle
                 entry.pid = -entry.pid
 
 
 def _after_fork_in_parent() -> None:
     for entry in _quiesced:
         entry.pid = abs(entry.pid)
+        if entry.keeper is not None:
+            entry.keeper.pin_again()
         entry.gate.release_exclusive()
     _quiesced.clear()
     _registry_lock.release()
@@ -873,6 +949,10 @@ def _after_fork_in_child() -> None:
         entry.gate = _Gate()
         entry.busy = False
         entry.queue.clear()
+        if entry.keeper is not None:
+            entry.keeper.forget()
+        elif entry.dir_lock is not None:
+            entry.dir_lock.forget()
         if entry in _quiesced and entry.pid > 0:
             with contextlib.suppress(lmdb.Error):
                 entry.env.close()
@@ -948,6 +1028,8 @@ class LmdbBackend:
         max_dbs: int | None = None,
         verify_bytes: int = DEFAULT_VERIFY_BYTES,
         linger_seconds: float = 0.0,
+        journal: bool = False,
+        journal_region_bytes: int = DEFAULT_REGION_BYTES,
     ) -> None:
         if not tables:
             raise Failed("an LMDB backend needs at least one table", path=str(path))
@@ -959,6 +1041,8 @@ class LmdbBackend:
             )
         if not 0.0 <= linger_seconds <= 1.0:
             raise Failed("linger_seconds must be between 0 and 1", linger_seconds=linger_seconds)
+        if journal and not sync:
+            raise Failed("a journal makes commits durable: it needs sync=True", path=str(path))
         self.tables: Sequence[str] = tuple(tables)
         self.sync = sync
         try:
@@ -975,33 +1059,27 @@ class LmdbBackend:
                 del _registry[self.path]
                 entry = None
             if entry is None:
-                try:
-                    # Before LMDB maps the file: a truncated or damaged one is
-                    # refused here instead of killing the process.
-                    marker = preflight(self.path, verify_bytes=verify_bytes)
-                except OSError as exc:
-                    raise _map_error(exc, op="inspect", path=self.path) from exc
-                try:
-                    entry = _Env(
-                        self.path,
-                        sync=sync,
-                        map_size=map_size,
-                        max_map_size=max_map_size,
-                        auto_grow=auto_grow,
-                        max_readers=max_readers,
-                        max_dbs=max_dbs if max_dbs is not None else len(self.tables) + 8,
-                        linger=linger_seconds,
-                    )
-                except (lmdb.Error, OSError) as exc:
-                    raise _map_error(exc, op="open", path=self.path) from exc
-                entry.marker = marker
+                entry = self._open_env(
+                    sync=sync,
+                    map_size=map_size,
+                    max_map_size=max_map_size,
+                    auto_grow=auto_grow,
+                    max_readers=max_readers,
+                    max_dbs=max_dbs if max_dbs is not None else len(self.tables) + 8,
+                    linger=linger_seconds,
+                    verify_bytes=verify_bytes,
+                    journaled=journal,
+                    region_bytes=journal_region_bytes,
+                )
                 _registry[self.path] = entry
-            elif entry.sync != sync:
+            elif (entry.sync, entry.journaled) != (sync, journal):
                 raise Failed(
-                    "this LMDB environment is already open with another sync mode",
+                    "this LMDB environment is already open with another sync or journal mode",
                     path=self.path,
                     open_sync=entry.sync,
                     requested_sync=sync,
+                    open_journal=entry.journaled,
+                    requested_journal=journal,
                 )
             else:
                 entry.auto_grow = entry.auto_grow or auto_grow
@@ -1018,6 +1096,33 @@ class LmdbBackend:
         except BaseException:
             self._release()
             raise
+
+    def _open_env(self, *, verify_bytes: int, region_bytes: int, **options: Any) -> _Env:
+        """Lock the directory, recover its journal's checkpoint, check the file, open
+        LMDB, then replay or leave the journal (storage._journaled)."""
+        try:
+            journaled = options["journaled"]
+            lock, opened = prepare(self.path, journal=journaled, region_bytes=region_bytes)
+        except OSError as exc:
+            raise _map_error(exc, op="recover the journal", path=self.path) from exc
+        entry: _Env | None = None
+        try:
+            # Before LMDB maps the file: a truncated or damaged one is
+            # refused here instead of killing the process.
+            marker = preflight(self.path, verify_bytes=verify_bytes)
+            entry = _Env(self.path, **options)
+            entry.attach(lock, opened, region_bytes)
+        except BaseException as exc:
+            if opened is not None:
+                opened[0].close()
+            if entry is not None:
+                entry.env.close()
+            lock.release()
+            if isinstance(exc, lmdb.Error | OSError):
+                raise _map_error(exc, op="open", path=self.path) from exc
+            raise
+        entry.marker = marker
+        return entry
 
     # -- Backend ------------------------------------------------------------------------------
 
@@ -1046,7 +1151,10 @@ class LmdbBackend:
         shares them): write calls, real commits, and synced commits that changed
         something (``fsyncs``; each flushes the data pages, then the meta page)."""
         entry = self._live()
-        return StoreCounters(writes=entry.writes, commits=entry.commits, fsyncs=entry.fsyncs)
+        flushes = entry.keeper.flushes if entry.keeper is not None else 0
+        return StoreCounters(
+            writes=entry.writes, commits=entry.commits, fsyncs=entry.fsyncs + flushes
+        )
 
     def close(self) -> None:
         """Release this backend's share of the environment. Idempotent.
@@ -1151,6 +1259,12 @@ class LmdbSessionStore(KernelStore):
     directory. :meth:`drain` waits for the writer to be idle; :meth:`close`
     releases this store's share of the environment.
 
+    ``journal=True``: each commit is made durable by one flushed block of a
+    redo journal instead of LMDB's own two flushes (``docs/journal.md``); the
+    directory then belongs to this one process (another is refused with
+    :class:`~storage.Failed`, ``reason="busy"``). Opening a journaled
+    directory without the journal replays and removes the journal first.
+
     Identity: the first open writes the store's identity (a uuid from ``ids``,
     the creation time from ``clock``) into the database and then into the
     marker ``store.marker`` beside ``data.mdb``. A later open whose database
@@ -1171,6 +1285,7 @@ class LmdbSessionStore(KernelStore):
         retention_seconds: float = 86400.0,
         ids: IdSource | None = None,
         verify_bytes: int = DEFAULT_VERIFY_BYTES,
+        journal: bool = False,
     ) -> None:
         backend = LmdbBackend(
             path,
@@ -1180,6 +1295,7 @@ class LmdbSessionStore(KernelStore):
             auto_grow=auto_grow,
             max_map_size=max_map_size,
             verify_bytes=verify_bytes,
+            journal=journal,
         )
         try:
             marker = backend.marker

@@ -415,6 +415,7 @@ PUBLIC: dict[str, list[str]] = {
         "Gate",
         "IgnoresAggregateQuota",
         "LMDB",
+        "LMDB_JOURNAL",
         "LMDB_REOPEN",
         "MACHINES",
         "MEMORY",

@@ -42,8 +42,8 @@ REPORT_SECTIONS = (
 
 
 STORE_HELP = (
-    "memory | lmdb | lmdb-reopen | all | postgres | postgres-reopen | module:factory "
-    "(repeatable; default memory)"
+    "memory | lmdb | lmdb-reopen | lmdb-journal | all | postgres | postgres-reopen"
+    " | module:factory (repeatable; default memory)"
 )
 MACHINE_HELP = (
     "fencing | replay | delivery | retention | supervisor | all (repeatable; default all)"
@@ -92,7 +92,8 @@ def _suite(profile: str, machines: list[str], stores: list[str]) -> tuple[list[s
                 factories.append(properties.resolve_factory(spec))
         except (ValueError, ImportError, AttributeError) as exc:
             raise CliError(
-                f"--store {spec}: {exc}", "use --store memory, lmdb, lmdb-reopen, all or mod:fn"
+                f"--store {spec}: {exc}",
+                "use --store memory, lmdb, lmdb-reopen, lmdb-journal, all or mod:fn",
             ) from exc
     return names, factories
 

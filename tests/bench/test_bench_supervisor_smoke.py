@@ -17,6 +17,10 @@ FIGURES = {
     "ours_over_dbos_sqlite_c32",
     "ours_over_dbos_postgres_c1",
     "ours_over_dbos_postgres_c32",
+    "journal_over_dbos_sqlite_c1",
+    "journal_over_dbos_sqlite_c32",
+    "journal_over_dbos_postgres_c1",
+    "journal_over_dbos_postgres_c32",
 }
 DBOS = {name for name in FIGURES if "dbos" in name}
 
@@ -38,8 +42,16 @@ def test_the_supervisor_bench_prints_every_figure_with_its_target_as_json() -> N
     assert durable["min"] <= durable["value"] <= durable["max"]
     assert len(durable["rounds"]) == 2  # one ratio per interleaved round
     rows = result["comparison"]["rows"]
-    assert set(rows) == {"raw@1", "kernel@1", "kernel@32", "sdk@1", "sdk@32"}
-    for cell in ("kernel@1", "kernel@32", "sdk@1"):
+    assert set(rows) == {
+        "raw@1",
+        "kernel@1",
+        "kernel@32",
+        "journal@1",
+        "journal@32",
+        "sdk@1",
+        "sdk@32",
+    }
+    for cell in ("kernel@1", "kernel@32", "journal@1", "journal@32", "sdk@1"):
         # accept, terminal and delivery: in the terminal commit when the wait came first
         assert 2 <= rows[cell]["writes_per_attempt"] <= 3.5
         assert rows[cell]["fsyncs_per_attempt"] > 0
@@ -59,3 +71,4 @@ def test_the_supervisor_bench_prints_a_table_for_people() -> None:
     assert "load average" in done.stdout
     assert "dbos: skipped (--no-dbos)" in done.stdout
     assert "fsyncs per attempt (concurrency 1" in done.stdout
+    assert "fsyncs per attempt (concurrency 1, LMDB sync=True, journal" in done.stdout

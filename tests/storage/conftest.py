@@ -1,10 +1,12 @@
 """Store fixtures: every contract test runs against each store.
 
-``store`` is parametrized over ``memory``, ``lmdb`` and ``lmdb-reopen``, each
-built with the test's :class:`~storage.ManualClock` as ``clock=``. A test calls
+``store`` is parametrized over ``memory``, ``lmdb``, ``lmdb-reopen`` and
+``lmdb-journal`` (LMDB with the redo journal, ``journal=True``), each built
+with the test's :class:`~storage.ManualClock` as ``clock=``. A test calls
 ``store = reopen(store)`` at the point where persistence matters: for
-``lmdb-reopen`` the environment is closed and a new store is opened on the
-same path (same clock); for the other kinds the same store comes back.
+``lmdb-reopen`` and ``lmdb-journal`` the environment is closed and a new store
+is opened on the same path (same clock); for the other kinds the same store
+comes back.
 Whatever store is current at the end is closed in teardown.
 
 ``postgres`` runs the same tests on :class:`~storage._postgres.PostgresSessionStore`
@@ -31,7 +33,8 @@ from postgres_db import PG_ADMIN_DSN, require_postgres
 
 from storage import LmdbSessionStore, ManualClock, MemorySessionStore, SessionStore
 
-STORE_KINDS = ("memory", "lmdb", "lmdb-reopen", "postgres")
+STORE_KINDS = ("memory", "lmdb", "lmdb-reopen", "lmdb-journal", "postgres")
+REOPENED_KINDS = ("lmdb-reopen", "lmdb-journal")
 _PASSED = pytest.StashKey[bool]()
 
 
@@ -67,11 +70,13 @@ class Stores:
 
             assert self.pg_dsn is not None
             return PostgresSessionStore(self.pg_dsn, clock=self.clock, pool_size=2)
-        return LmdbSessionStore(str(self.path), clock=self.clock)
+        return LmdbSessionStore(
+            str(self.path), clock=self.clock, journal=self.kind == "lmdb-journal"
+        )
 
     def reopen(self, store: SessionStore) -> SessionStore:
         assert store is self.current, "reopen the current store: store = reopen(store)"
-        if self.kind != "lmdb-reopen":
+        if self.kind not in REOPENED_KINDS:
             return store
         store.close()
         self.current = self._open()
@@ -88,7 +93,7 @@ class Stores:
     def check_reopened(self) -> None:
         # A passing test that asks for ``reopen`` must use it, or lmdb-reopen
         # silently degrades to plain lmdb.
-        if self.kind == "lmdb-reopen" and self.reopen_requested:
+        if self.kind in REOPENED_KINDS and self.reopen_requested:
             assert self.reopened > 0, "the test requested reopen but never reopened"
 
 

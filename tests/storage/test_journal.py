@@ -176,9 +176,21 @@ def test_a_journal_shorter_than_its_region_is_refused(tmp_path: Path) -> None:
     journal, _ = _open(tmp_path)
     journal.close()
     os.truncate(tmp_path / JOURNAL_NAME, ENTRIES_AT + BLOCK)
-    with pytest.raises(StoreRefused, match="shorter") as caught:
+    with pytest.raises(StoreRefused, match="its header says") as caught:
         _open(tmp_path)
     assert caught.value.fields["size"] == ENTRIES_AT + BLOCK
+
+
+def test_an_existing_journal_keeps_its_own_region_whatever_the_opener_asks(
+    tmp_path: Path,
+) -> None:
+    journal, _ = _open(tmp_path)
+    journal.append([("A", b"a", b"1")])
+    journal.close()
+    journal, recovered = _open(tmp_path, region=4 * REGION)
+    assert journal.region_bytes == REGION == recovered.header.region_bytes
+    assert _ops(recovered) == [(("A", b"a", b"1"),)]
+    journal.close()
 
 
 def test_a_full_region_refuses_the_append_and_writes_nothing(tmp_path: Path) -> None:
