@@ -1,6 +1,6 @@
 """LmdbSessionStore durable throughput against the physical limit, side by side.
 
-Run: ``python bench/store.py [--quick] [--json] [--ids sequential|supervisor]``.
+Run: ``python bench/store.py [--quick] [--json] [--ids sequential|supervisor] [--journal]``.
 
 In one run, on one temporary directory (so one disk), it measures:
 
@@ -584,16 +584,22 @@ def measure_operation_mix(
     return extra
 
 
-def store_ops(directory: Path, raw: RawLmdb, count: int, ids: str = "sequential") -> dict[str, Any]:
-    """The store's durable single-threaded rates, each over ``count`` real operations."""
+def store_ops(
+    directory: Path, raw: RawLmdb, count: int, ids: str = "sequential", *, journal: bool = False
+) -> dict[str, Any]:
+    """The store's durable single-threaded rates, each over ``count`` real operations.
+
+    ``journal``: the store on its redo journal; then there is no rewrite or
+    co-located side (the store's environment commits without syncing, so a
+    rewrite on it would not be a durable commit)."""
     from bench._common import lmdb_txn_id
     from storage import LmdbSessionStore, ManualClock
 
     clock = ManualClock(start=1_700_000_000.0)
     records = Records(clock, ids)
-    store = LmdbSessionStore(directory, clock=clock, sync=True, map_size=MAP_SIZE)
-    rewrite = Rewrite(store)
-    colocated = Colocated(directory.with_name(directory.name + "-colocated"))
+    store = LmdbSessionStore(directory, clock=clock, sync=True, map_size=MAP_SIZE, journal=journal)
+    rewrite = None if journal else Rewrite(store)
+    colocated = None if journal else Colocated(directory.with_name(directory.name + "-colocated"))
     results: dict[str, Any] = {}
 
     def measure(name: str, calls: list[Callable[[], object]]) -> None:
@@ -622,8 +628,10 @@ def store_ops(directory: Path, raw: RawLmdb, count: int, ids: str = "sequential"
         )
         return {"operations": results, "batching": batching}
     finally:
-        rewrite.close()
-        colocated.close()
+        if rewrite is not None:
+            rewrite.close()
+        if colocated is not None:
+            colocated.close()
         store.close()
 
 
@@ -788,7 +796,7 @@ def _turn_about(
     return times
 
 
-def run(quick: bool, ids: str = "sequential") -> dict[str, Any]:
+def run(quick: bool, ids: str = "sequential", *, journal: bool = False) -> dict[str, Any]:
     _repo_on_path()
     ops = 200 if quick else 2000
     small, large, active = (100, 2_000, 10) if quick else (1_000, 100_000, 100)
@@ -798,7 +806,7 @@ def run(quick: bool, ids: str = "sequential") -> dict[str, Any]:
         raw = RawLmdb(root / "raw")
         try:
             raw.commit(max(50, ops // 10))  # warm the file and the page cache
-            measured = store_ops(root / "store", raw, ops, ids)
+            measured = store_ops(root / "store", raw, ops, ids, journal=journal)
         finally:
             raw.close()
         reconcile_small, reconcile_large, rounds = reconcile_seconds(
@@ -807,6 +815,7 @@ def run(quick: bool, ids: str = "sequential") -> dict[str, Any]:
         lookup = lookup_seconds(root / "reconcile-small", root / "reconcile-large", repeats)
     return {
         "quick": quick,
+        "journal": journal,
         "ids": ids,
         "ops_per_measurement": ops,
         "operations": measured["operations"],
@@ -846,6 +855,7 @@ def render(result: dict[str, Any]) -> str:
     lines = [
         "LmdbSessionStore durable ops vs raw py-lmdb durable commits"
         " (sync on, single thread, one op per transaction)"
+        + (", the store on its redo journal (journal=True)" if result.get("journal") else "")
         + (" [quick]" if result["quick"] else ""),
         f"{result['ops_per_measurement']} ops per operation ({result['ids']} ids), "
         "each right after one raw commit; "
@@ -937,18 +947,21 @@ def main(argv: list[str] | None = None) -> int:
         default="sequential",
         help="ids of the measured attempts: short sequential (default) or the supervisor's shapes",
     )
+    parser.add_argument(
+        "--journal", action="store_true", help="the store on its redo journal (journal=True)"
+    )
     args = parser.parse_args(argv)
     _repo_on_path()
     from bench._common import load_average, print_load
 
     if args.json:
         before = load_average()
-        result = run(args.quick, args.ids)
+        result = run(args.quick, args.ids, journal=args.journal)
         result |= {"load_before": before, "load_after": load_average()}
         print(json.dumps(result, indent=2, sort_keys=True))
         return 0
     print_load("before")
-    print(render(run(args.quick, args.ids)))
+    print(render(run(args.quick, args.ids, journal=args.journal)))
     print_load("after")
     return 0
 

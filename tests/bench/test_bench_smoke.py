@@ -56,6 +56,17 @@ def test_the_store_bench_prints_every_operation_and_the_reconcile_ratio_as_json(
     assert lookup["ratio_min"] <= lookup["ratio"] <= lookup["ratio_max"]
 
 
+def test_the_store_bench_measures_the_journaled_store_without_a_rewrite_side() -> None:
+    done = run_bench(BENCH, "--quick", "--json", "--journal")
+    result = json.loads(done.stdout)
+    assert result["journal"] is True
+    assert set(result["operations"]) == OPERATIONS
+    for figure in result["operations"].values():
+        assert figure["ops_per_s"] > 0 and figure["raw_commits_per_s"] > 0
+        assert figure["commits_per_op"] == 1.0  # a checkpoint flushes; it commits nothing
+        assert "layout_ratio" not in figure and "colocated_ratio" not in figure
+
+
 def test_the_store_bench_prints_a_table_for_people() -> None:
     done = run_bench(BENCH, "--quick", "--ids", "supervisor")
     for name in OPERATIONS:
