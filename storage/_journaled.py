@@ -84,27 +84,38 @@ class DirectoryLock:
                 "cannot open the store directory", path=directory, cause=repr(exc)
             ) from exc
         try:
+            self._take(exclusive)
+        except BaseException:
+            os.close(self._fd)
+            raise
+
+    def _take(self, exclusive: bool) -> None:
+        try:
             fcntl.flock(self._fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
         except OSError as exc:
-            os.close(self._fd)
             if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
                 raise Failed(
-                    "cannot lock the store directory", path=directory, cause=repr(exc)
+                    "cannot lock the store directory", path=self.directory, cause=repr(exc)
                 ) from exc
             raise Failed(
                 "the store is open in another process"
                 + (" " if exclusive else " with the journal ")
                 + "(a journaled store has one process)",
-                path=directory,
+                path=self.directory,
                 reason="busy",
                 fix="stop the other process, or open every process without the journal",
             ) from None
+        self.exclusive = exclusive
+
+    def make_exclusive(self) -> None:
+        """Turn a shared lock into an exclusive one, or :class:`Failed` (``busy``)."""
+        if not self.exclusive:
+            self._take(True)
 
     def share(self) -> None:
         """Turn an exclusive lock into a shared one (after leaving a journal)."""
         if self.exclusive:
-            fcntl.flock(self._fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            self.exclusive = False
+            self._take(False)
 
     def release(self) -> None:
         """Drop the lock. Idempotent."""
@@ -157,11 +168,13 @@ def prepare(
     holds (the entries still to replay). Without ``journal`` the caller
     replays them, then removes the file (:meth:`Keeper.leave`)."""
     path = os.path.join(directory, JOURNAL_NAME)
-    exists = os.path.lexists(path)
-    lock = DirectoryLock(directory, exclusive=journal or exists)
+    lock = DirectoryLock(directory, exclusive=journal)
     try:
-        if not exists:
+        # Looked for under the lock: a journaled owner that died before this
+        # opener locked left its journal, and it must be recovered.
+        if not os.path.lexists(path):
             return lock, None
+        lock.make_exclusive()
         opened = open_journal(directory, txnid=0, metas=b"", region_bytes=region_bytes)
         try:
             if not opened[1].header.clean:
