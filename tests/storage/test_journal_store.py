@@ -282,3 +282,40 @@ def test_a_checkpoint_that_fails_after_a_commit_does_not_fail_the_commit(
     reopened = _backend(tmp_path)
     assert _contents(reopened) == model
     reopened.close()
+
+
+def test_a_fork_keeps_the_parents_checkpoint_pinned(disk: FlushedDisk, tmp_path: Path) -> None:
+    import os
+
+    # The default region: no checkpoint re-pins between the fork and the cut.
+    backend = LmdbBackend(tmp_path / "live", tables=TABLES, journal=True)
+    model: dict[tuple[str, bytes], bytes] = {}
+    for n in range(40):
+        _apply(backend, model, [("a", n % 7, b"before-%d" % n)], False)
+    child = os.fork()  # the at-fork handlers checkpoint, drop the pin and pin again
+    if child == 0:
+        os._exit(0)
+    assert os.waitpid(child, 0)[1] == 0
+    for n in range(40):
+        _apply(backend, model, [("a", n % 5, b"after-%d" % n), ("b", n, None)], False)
+    disk.cut(tmp_path / "live", tmp_path / "cut", random.Random(5))
+    backend.close()
+    recovered = _backend(tmp_path / "cut")
+    assert _contents(recovered) == model
+    recovered.close()
+
+
+def test_a_map_that_grows_keeps_the_checkpoint_pinned(disk: FlushedDisk, tmp_path: Path) -> None:
+    backend = LmdbBackend(
+        tmp_path / "live", tables=TABLES, journal=True, map_size=1 << 20, auto_grow=True
+    )
+    model: dict[tuple[str, bytes], bytes] = {}
+    grown_from = backend.map_size
+    for n in range(120):
+        _apply(backend, model, [("a", n, b"g" * 3000), ("b", n % 9, b"h" * 900)], False)
+    assert backend.map_size > grown_from  # the map grew at least once on the way
+    disk.cut(tmp_path / "live", tmp_path / "cut", random.Random(9))
+    backend.close()
+    recovered = _backend(tmp_path / "cut")
+    assert _contents(recovered) == model
+    recovered.close()
