@@ -355,6 +355,12 @@ class Keeper:
                 self.journal.close()
             self.lock.release()
 
+    def discard(self) -> None:
+        """After a failed open: drop the pin and close the journal (not the lock)."""
+        self._unpin()
+        if self.journal is not None:
+            self.journal.close()
+
     def forget(self) -> None:
         """In a forked child: drop the inherited journal and lock (the parent keeps both)."""
         self.pin = None

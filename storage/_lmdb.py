@@ -425,7 +425,11 @@ class _Env:
         replay and keep it when journaled, else replay and remove it."""
         keeper = Keeper(self.env, self.path, lock)
         if self.journaled:
-            keeper.replay(opened, region_bytes)
+            try:
+                keeper.replay(opened, region_bytes)
+            except BaseException:
+                keeper.discard()  # the caller releases the lock and closes LMDB
+                raise
             self.keeper = keeper
         elif opened is not None:
             keeper.leave(opened)

@@ -319,3 +319,29 @@ def test_a_map_that_grows_keeps_the_checkpoint_pinned(disk: FlushedDisk, tmp_pat
     recovered = _backend(tmp_path / "cut")
     assert _contents(recovered) == model
     recovered.close()
+
+
+def test_a_failed_recovery_leaves_no_open_journal_or_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    import storage._journaled as journaled
+
+    backend = _backend(tmp_path)
+    _apply(backend, {}, [("a", 1, b"1")], False)
+    backend.close()
+
+    def failing(self: journaled.Keeper) -> None:
+        raise lmdb.Error("pinning failed")
+
+    (tmp_path / "journal.log").unlink()  # a new journal: replay() creates one, then fails
+    fds = set(os.listdir("/proc/self/fd"))
+    monkeypatch.setattr(journaled.Keeper, "_pin", failing)
+    with pytest.raises(Failed, match="journal recovery failed"):
+        _backend(tmp_path)
+    assert set(os.listdir("/proc/self/fd")) <= fds  # nothing of the failed open stays open
+    monkeypatch.undo()
+    reopened = _backend(tmp_path)  # the directory lock was released
+    assert _contents(reopened) == {("a", b"key-0001"): b"1"}
+    reopened.close()
