@@ -48,8 +48,11 @@ class FlushedDisk:
                 disk.flushed[str(self._data)] = self._data.read_bytes()  # as created
 
             def sync(self, force: bool = False) -> None:
+                # What the file held when the flush began is on the disk when it
+                # returns; what commits wrote meanwhile may or may not be.
+                before = self._data.read_bytes()
                 self._env.sync(force)
-                disk.flushed[str(self._data)] = self._data.read_bytes()
+                disk.flushed[str(self._data)] = before
 
             def __getattr__(self, name: str) -> Any:
                 return getattr(self._env, name)
@@ -266,17 +269,17 @@ def test_a_checkpoint_that_fails_after_a_commit_does_not_fail_the_commit(
 
     backend = _backend(tmp_path)
     monkeypatch.setattr(journaled, "CHECKPOINT_COMMITS", 1)
-    real = journaled.Keeper.checkpoint
 
     def failing(self: journaled.Keeper, *, clean: bool = False) -> None:
         raise Failed("the disk went away", path=str(tmp_path))
 
     monkeypatch.setattr(journaled.Keeper, "checkpoint", failing)
+    monkeypatch.setattr(journaled.Keeper, "_begin", lambda self, journal: failing(self))
     model: dict[tuple[str, bytes], bytes] = {}
     with caplog.at_level("WARNING", logger="subagents.storage"):
         _apply(backend, model, [("a", 1, b"committed")], False)  # returns: it is durable
     assert "checkpoint after a commit failed" in caplog.text
-    monkeypatch.setattr(journaled.Keeper, "checkpoint", real)
+    monkeypatch.undo()
     _apply(backend, model, [("a", 2, b"next")], False)
     backend.close()
     reopened = _backend(tmp_path)
@@ -345,3 +348,29 @@ def test_a_failed_recovery_leaves_no_open_journal_or_lock(
     reopened = _backend(tmp_path)  # the directory lock was released
     assert _contents(reopened) == {("a", b"key-0001"): b"1"}
     reopened.close()
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13])
+def test_background_checkpoints_keep_every_returned_write_across_a_cut(
+    disk: FlushedDisk, tmp_path: Path, seed: int
+) -> None:
+    # The default region: checkpoints come every CHECKPOINT_COMMITS commits, each
+    # flushed on a thread of its own while later commits go on; the cut may come
+    # with one in flight.
+    import storage._journaled as journaled
+
+    backend = LmdbBackend(tmp_path / "live", tables=TABLES, journal=True)
+    rng = random.Random(seed)
+    model: dict[tuple[str, bytes], bytes] = {}
+    commits = journaled.CHECKPOINT_COMMITS * 3 + rng.randrange(journaled.CHECKPOINT_COMMITS)
+    for _ in range(commits):
+        n = rng.randrange(400)
+        writes = [("a", n, None if rng.random() < 0.2 else b"v" * rng.randrange(1, 600))]
+        _apply(backend, model, writes, rng.random() < 0.05)
+    spent = backend.counters()
+    assert spent.fsyncs > spent.commits  # checkpoints happened, and were counted
+    disk.cut(tmp_path / "live", tmp_path / "cut", rng)
+    backend.close()
+    recovered = _backend(tmp_path / "cut")
+    assert _contents(recovered) == model
+    recovered.close()
