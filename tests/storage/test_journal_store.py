@@ -374,3 +374,18 @@ def test_background_checkpoints_keep_every_returned_write_across_a_cut(
     recovered = _backend(tmp_path / "cut")
     assert _contents(recovered) == model
     recovered.close()
+
+
+def test_a_write_larger_than_the_journal_is_flushed_by_lmdb_itself(
+    disk: FlushedDisk, tmp_path: Path
+) -> None:
+    backend = _backend(tmp_path / "live")  # each generation holds 32 KiB of entries
+    model: dict[tuple[str, bytes], bytes] = {}
+    _apply(backend, model, [("a", 1, b"small")], False)
+    _apply(backend, model, [("b", n, b"L" * 1500) for n in range(40)], False)  # ~60 KiB
+    _apply(backend, model, [("a", 2, b"after")], False)
+    disk.cut(tmp_path / "live", tmp_path / "cut", random.Random(2))
+    backend.close()
+    recovered = _backend(tmp_path / "cut")
+    assert _contents(recovered) == model
+    recovered.close()
