@@ -26,16 +26,10 @@ What it guarantees:
   of the same generation is not a tail: entries that were acknowledged would
   be lost, so the journal is refused (:class:`~storage.StoreRefused`).
 - :meth:`Journal.checkpoint` starts a new generation: it writes the new header
-  into the slot the current one does not use and flushes it. Generations take
-  turns between the two halves of the entry region, so the old generation's
-  entries stay whole until the generation after the new one. A power cut
-  during it leaves the old header (and the old generation's entries) or the
-  new one whole; entries of an older generation are never read as current.
-- :meth:`Journal.carry_over` is a checkpoint whose base is an earlier commit
-  than the last (the one made when :meth:`Journal.mark` was called): the
-  entries appended since the mark are written into the new generation's half
-  and flushed *before* its header, so a power cut leaves either generation
-  whole, and the new one holds every entry its base does not cover.
+  into the slot the current one does not use and flushes it, then appends
+  from the start of the entry region again. A power cut during it leaves the
+  old header (and the old generation's entries) or the new one whole; entries
+  of an older generation are never read as current ones.
 - After an I/O error the journal refuses every later append
   (:class:`~storage.Failed`): what reached the disk is unknown, and only a
   reopen (which reads back what is there) may decide.
@@ -49,7 +43,7 @@ import errno
 import os
 import struct
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import msgspec
 
@@ -134,13 +128,6 @@ _decode_header = msgspec.msgpack.Decoder(JournalHeader).decode
 _decode_entry = msgspec.msgpack.Decoder(JournalEntry).decode
 
 
-def entries_at(generation: int, region_bytes: int) -> int:
-    """Where ``generation``'s entries start: the two halves of the region take
-    turns, so a checkpoint can write the new generation's first entries while
-    the old generation's stay whole."""
-    return ENTRIES_AT + (generation % 2) * (region_bytes // 2)
-
-
 def _padded(size: int) -> int:
     return -(-size // BLOCK) * BLOCK
 
@@ -186,26 +173,19 @@ class Journal:
     def __init__(self, path: str, fd: int, recovered: Recovered) -> None:
         self.path = path
         self._fd = fd
-        self.region_bytes = recovered.header.region_bytes
+        self.generation = recovered.header.generation
         self._next_seq = recovered.next_seq
-        self._enter(recovered.header.generation, recovered.offset)
+        self._offset = recovered.offset
+        self._end = ENTRIES_AT + recovered.header.region_bytes
         self._broken: str | None = None
-        # Entries appended since mark(), as (seq, entry): what carry_over() moves.
-        self._marked: list[tuple[int, JournalEntry]] | None = None
-
-    def _enter(self, generation: int, offset: int) -> None:
-        self.generation = generation
-        self._start = entries_at(generation, self.region_bytes)
-        self._end = self._start + self.capacity
-        self._offset = offset
 
     @property
-    def capacity(self) -> int:
-        """The bytes one generation's entries may take: an entry larger never fits."""
-        return self.region_bytes // 2
+    def region_bytes(self) -> int:
+        """The entry region's size: an entry larger than this never fits."""
+        return self._end - ENTRIES_AT
 
     def room(self) -> int:
-        """Bytes left to this generation's entries before a checkpoint is needed."""
+        """Bytes left in the entry region before a checkpoint is needed."""
         return self._end - self._offset
 
     def append(self, ops: Sequence[Op]) -> int:
@@ -224,18 +204,26 @@ class Journal:
         self._write(JournalEntry(void=seq))
 
     def _write(self, entry: JournalEntry) -> int:
+        if self._broken is not None:
+            raise Failed(
+                "journal refuses appends after an I/O error; reopen the store",
+                path=self.path,
+                cause=self._broken,
+            )
         framed = _frame_entry(self.generation, self._next_seq, entry)
         if self._offset + len(framed) > self._end:
             raise StorageFull(
                 "journal region is full; checkpoint first", path=self.path, size=len(framed)
             )
-        at = self._offset
-        self._flushed(lambda: os.pwrite(self._fd, framed, at), "append")
+        try:
+            os.pwrite(self._fd, framed, self._offset)
+            os.fdatasync(self._fd)
+        except OSError as exc:
+            self._broken = f"{type(exc).__name__}: {exc}"
+            raise _os_error(exc, "append", self.path) from exc
         seq = self._next_seq
         self._next_seq += 1
         self._offset += len(framed)
-        if self._marked is not None:
-            self._marked.append((seq, entry))
         return seq
 
     def checkpoint(self, *, txnid: int, metas: bytes, clean: bool = False) -> None:
@@ -244,46 +232,6 @@ class Journal:
         The caller flushes the database first and passes its meta pages as they
         are on the disk now; every entry appended so far is then covered by
         the database and none is replayed again. Raises like :meth:`append`."""
-        self._write_header(txnid=txnid, metas=metas, clean=clean)
-        self._enter(self.generation + 1, entries_at(self.generation + 1, self.region_bytes))
-        self._next_seq = 1
-        self._marked = None
-
-    def mark(self) -> None:
-        """Note every entry appended from now on, for :meth:`carry_over`."""
-        self._marked = []
-
-    def unmark(self) -> None:
-        """Stop noting entries (a checkpoint that began is dropped)."""
-        self._marked = None
-
-    def carry_over(self, *, txnid: int, metas: bytes) -> int:
-        """Start a new generation based on the database as flushed at ``txnid``,
-        carrying the entries appended since :meth:`mark` (that commit's, made
-        right before it, are covered; later ones are not).
-
-        The carried entries are written into the other half of the region and
-        flushed, then the header: a power cut before the header leaves the old
-        generation whole, in its own half. Returns how many entries were
-        carried. Raises :class:`~storage.StorageFull` when they do not fit (the
-        old generation stays current) and like :meth:`append` otherwise."""
-        marked = self._marked if self._marked is not None else []
-        voided = {entry.void for _, entry in marked if entry.void is not None}
-        kept = [e for seq, e in marked if e.void is None and seq not in voided]
-        generation = self.generation + 1
-        start = entries_at(generation, self.region_bytes)
-        frames = b"".join(_frame_entry(generation, n, e) for n, e in enumerate(kept, 1))
-        if len(frames) > self.capacity:  # defensive: they were appended within one half
-            raise StorageFull("journal entries to carry do not fit", path=self.path)
-        if frames:
-            self._flushed(lambda: os.pwrite(self._fd, frames, start), "checkpoint")
-        self._write_header(txnid=txnid, metas=metas, clean=False)
-        self._enter(generation, start + len(frames))
-        self._next_seq = len(kept) + 1
-        self._marked = None
-        return len(kept)
-
-    def _write_header(self, *, txnid: int, metas: bytes, clean: bool) -> None:
         header = JournalHeader(
             generation=self.generation + 1,
             txnid=txnid,
@@ -291,24 +239,17 @@ class Journal:
             region_bytes=self.region_bytes,
             clean=clean,
         )
-        framed = _frame_header(header) + bytes(SLOT_BYTES - len(_frame_header(header)))
+        framed = _frame_header(header)
         slot = header.generation % 2
-        self._flushed(lambda: os.pwrite(self._fd, framed, slot * SLOT_BYTES), "checkpoint")
-
-    def _flushed(self, write: Callable[[], object], op: str) -> None:
-        """``write``, then flush the file; an I/O error breaks the journal."""
-        if self._broken is not None:
-            raise Failed(
-                "journal refuses writes after an I/O error; reopen the store",
-                path=self.path,
-                cause=self._broken,
-            )
         try:
-            write()
+            os.pwrite(self._fd, framed + bytes(SLOT_BYTES - len(framed)), slot * SLOT_BYTES)
             os.fdatasync(self._fd)
         except OSError as exc:
             self._broken = f"{type(exc).__name__}: {exc}"
-            raise _os_error(exc, op, self.path) from exc
+            raise _os_error(exc, "checkpoint", self.path) from exc
+        self.generation = header.generation
+        self._next_seq = 1
+        self._offset = ENTRIES_AT
 
     def close(self) -> None:
         """Close the file. Idempotent; later appends fail with :class:`~storage.Failed`."""
@@ -335,10 +276,8 @@ def open_journal(
     existing one keeps the size its header records. Raises
     :class:`~storage.StoreRefused` for a damaged journal (a file of another
     size than its header says included), and storage errors for I/O failures."""
-    if region_bytes <= 0 or region_bytes % (2 * BLOCK):
-        raise ValueError(
-            f"region_bytes must be a positive multiple of {2 * BLOCK}, not {region_bytes}"
-        )
+    if region_bytes <= 0 or region_bytes % BLOCK:
+        raise ValueError(f"region_bytes must be a positive multiple of {BLOCK}, not {region_bytes}")
     path = os.path.join(directory, JOURNAL_NAME)
     if not require_regular(path, "journal"):
         first = JournalHeader(generation=1, txnid=txnid, metas=metas, region_bytes=region_bytes)
@@ -427,8 +366,8 @@ def recover(path: str, fd: int) -> Recovered:
     """Read the journal open on ``fd`` back (see the module docstring for the rules)."""
     try:
         header = _read_header(path, fd)
-        start = entries_at(header.generation, header.region_bytes)
-        raw = os.pread(fd, header.region_bytes // 2, start)
+        size = os.fstat(fd).st_size
+        raw = os.pread(fd, max(0, size - ENTRIES_AT), ENTRIES_AT)
     except OSError as exc:
         raise _os_error(exc, "read", path) from exc
     entries: list[tuple[int, JournalEntry]] = []
@@ -437,15 +376,13 @@ def recover(path: str, fd: int) -> Recovered:
         entries.append((seq, found[1]))
         at += found[2]
         seq += 1
-    _refuse_lost_entries(path, raw, at, generation=header.generation, seq=seq, start=start)
+    _refuse_lost_entries(path, raw, at, header.generation, seq)
     voided = {entry.void for _, entry in entries if entry.void is not None}
     kept = tuple((n, e) for n, e in entries if e.void is None and n not in voided)
-    return Recovered(header=header, entries=kept, next_seq=seq, offset=start + at)
+    return Recovered(header=header, entries=kept, next_seq=seq, offset=ENTRIES_AT + at)
 
 
-def _refuse_lost_entries(
-    path: str, raw: bytes, tail: int, *, generation: int, seq: int, start: int
-) -> None:
+def _refuse_lost_entries(path: str, raw: bytes, tail: int, generation: int, seq: int) -> None:
     """A whole entry of this generation past the tail means the tail is damage."""
     for at in range(tail + BLOCK, len(raw), BLOCK):
         if raw[at : at + 4] != _ENTRY_MAGIC:
@@ -454,7 +391,7 @@ def _refuse_lost_entries(
         if found is not None and found[0] >= seq:
             raise _refuse(
                 path,
-                f"the entry at offset {start + tail} is damaged but entry {found[0]}"
-                f" at offset {start + at} is whole: committed entries would be lost",
-                offset=start + tail,
+                f"the entry at offset {ENTRIES_AT + tail} is damaged but entry {found[0]}"
+                f" at offset {ENTRIES_AT + at} is whole: committed entries would be lost",
+                offset=ENTRIES_AT + tail,
             )

@@ -10,20 +10,12 @@ the journal. The keeper guarantees:
   a commit is visible only once its entry is on the disk. If the LMDB commit
   fails after the append, a void entry is flushed before the error goes on,
   so recovery never applies a commit whose caller was told it failed.
-- **Checkpoints**: a commit is pinned by a read transaction and its two meta
-  pages are kept; LMDB is flushed; the journal's next header names that
-  commit and holds its meta pages. Pinned, none of its pages is reused, so it
-  stays on the disk as flushed whatever the page cache writes back later; the
-  pin is held until the next checkpoint. Every :data:`CHECKPOINT_COMMITS`
-  commits this runs in the background: the committer pins and keeps the metas
-  (:meth:`Keeper._begin`), a thread of its own flushes LMDB while commits go
-  on, and the first committer after the flush ended writes the header, the
-  entries appended meanwhile carried into the new generation
-  (:meth:`Keeper._finish`, :meth:`~storage._journal.Journal.carry_over`). A
-  full journal, an oversized entry, a map resize, a fork and a close
-  checkpoint on the caller's thread instead (:meth:`Keeper.checkpoint`, which
-  first waits for and drops a background one). Whoever drops the pin (a map
-  resize, a fork) checkpoints first (:meth:`Keeper.unpinned`).
+- **Checkpoints** (:meth:`Keeper.checkpoint`): LMDB is flushed, its two meta
+  pages are read off the disk into the journal's next header, and the commit
+  is pinned by a read transaction until the next checkpoint, so none of its
+  pages is reused and it stays on the disk as flushed whatever the page cache
+  writes back later. Whoever drops the pin (a map resize, a fork) checkpoints
+  first (:meth:`Keeper.unpinned`).
 - **Recovery** (:func:`prepare` before LMDB maps the file, then
   :meth:`Keeper.replay` once it is open): an unclean journal's meta pages are
   written back over ``data.mdb``'s (LMDB is then at the checkpoint's commit),
@@ -39,11 +31,7 @@ the journal. The keeper guarantees:
 Every method runs on the thread that holds the environment's writer role or
 its exclusive gate (so appends and checkpoints never interleave), except
 :func:`prepare`, :meth:`Keeper.replay` and :meth:`Keeper.close`, which run
-while nothing else uses the environment. The background flush thread calls
-only ``Environment.sync`` (LMDB's flush takes no lock; py-lmdb releases the GIL
-for it); its failure is reported by the committer that would have finished it
-(logged; the commit itself stands) and the next checkpoint tries again.
-Errors are storage errors.
+while nothing else uses the environment. Errors are storage errors.
 """
 
 from __future__ import annotations
@@ -53,7 +41,6 @@ import errno
 import fcntl
 import logging
 import os
-import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -80,9 +67,8 @@ journal's region is followed by a checkpoint."""
 CHECKPOINT_COMMITS = 128
 """Journaled commits between two checkpoints. While a checkpoint is pinned LMDB
 reuses none of the pages freed after it, so every commit takes new pages and a
-checkpoint flushes all of them: this bounds both (about 10 pages a commit here,
-so about 5 MiB a checkpoint), at the price of one LMDB flush (on a thread of
-its own) per that many commits (``docs/journal.md``)."""
+checkpoint flushes all of them: this bounds both (about 10 pages a commit here),
+at the price of one LMDB flush per that many commits (``bench/journal.py``)."""
 
 
 class DirectoryLock:
@@ -219,7 +205,6 @@ class Keeper:
         self.flushes = 0
         """Durable flushes of checkpoints (each: LMDB's data and meta, then a header)."""
         self.since_checkpoint = 0
-        self._flush: _Flush | None = None
 
     # -- opening ------------------------------------------------------------------------------
 
@@ -238,7 +223,7 @@ class Keeper:
             self.journal, _ = open_journal(
                 self.directory,
                 txnid=self._txnid(),
-                metas=self._metas(),
+                metas=_meta_pages(self.directory, self._page_size()),
                 region_bytes=region_bytes,
             )
             self._pin()
@@ -289,72 +274,15 @@ class Keeper:
             journal.void(seq)
             raise
         self.since_checkpoint += 1
-        try:
-            self._after_commit(journal)
-        except StoreError as exc:
-            # The commit is durable (its entry is flushed): it must not be
-            # reported as failed. The next commit tries again; a journal that
-            # an I/O error broke refuses it (and every later one).
-            log.warning("journal checkpoint after a commit failed: %s", exc)
-
-    def _after_commit(self, journal: Journal) -> None:
-        """Finish a background checkpoint whose flush is done, start one when it is
-        time, or checkpoint here when the journal is nearly full."""
-        low = journal.room() < min(LOW_WATER, journal.capacity // 4)
-        flush = self._flush
-        if flush is not None and (flush.done.is_set() or low):
-            self._finish(journal, flush)
-        elif low:
-            self.checkpoint()
-        elif flush is None and self.since_checkpoint >= CHECKPOINT_COMMITS:
-            self._begin(journal)
-
-    def _begin(self, journal: Journal) -> None:
-        """Pin the commit just made, keep its meta pages, and flush LMDB on a thread
-        of its own while commits go on (the entries they append are noted)."""
-        try:
-            pin = self.env.begin(write=False)
-            flush = _Flush(self.env, pin, self._txnid(), self._metas())
-        except (lmdb.Error, OSError) as exc:
-            raise Failed("journal checkpoint failed", path=self.directory, cause=repr(exc)) from exc
-        journal.mark()
-        self._flush = flush
-        flush.thread.start()
-
-    def _finish(self, journal: Journal, flush: _Flush) -> None:
-        """Once LMDB is flushed: the next generation, based on the pinned commit,
-        with the entries appended since carried over; then the new pin replaces
-        the old. A failed flush drops the attempt (the next commit tries again)."""
-        self._flush = None
-        flush.thread.join()
-        if flush.error is not None:
-            flush.abandon()
-            journal.unmark()
-            raise Failed("journal checkpoint failed", path=self.directory, cause=repr(flush.error))
-        try:
-            carried = journal.carry_over(txnid=flush.txnid, metas=flush.metas)
-        except StorageFull:
-            flush.abandon()
-            self.checkpoint()
-            return
-        except BaseException:
-            flush.abandon()
-            raise
-        self.flushes += 3
-        self.since_checkpoint = carried
-        old, self.pin = self.pin, flush.pin
-        if old is not None:
-            with contextlib.suppress(lmdb.Error):
-                old.abort()
-
-    def _settle(self) -> None:
-        """Wait for a background checkpoint and drop it (a checkpoint follows)."""
-        flush, self._flush = self._flush, None
-        if flush is not None:
-            flush.thread.join()
-            flush.abandon()
-            if self.journal is not None:
-                self.journal.unmark()
+        low = journal.room() < min(LOW_WATER, journal.region_bytes // 4)
+        if low or self.since_checkpoint >= CHECKPOINT_COMMITS:
+            try:
+                self.checkpoint()
+            except StoreError as exc:
+                # The commit is durable (its entry is flushed): it must not be
+                # reported as failed. The next commit tries again; a journal that
+                # an I/O error broke refuses it (and every later one).
+                log.warning("journal checkpoint after a commit failed: %s", exc)
 
     def _append(self, journal: Journal, ops: Sequence[Op]) -> int | None:
         try:
@@ -362,7 +290,7 @@ class Keeper:
         except StorageFull as full:
             if "size" not in full.fields:
                 raise  # the disk is full, not the region
-            if full.fields["size"] > journal.capacity:
+            if full.fields["size"] > journal.region_bytes:
                 return None
         self.checkpoint()
         return journal.append(ops)
@@ -370,14 +298,12 @@ class Keeper:
     # -- checkpoints ------------------------------------------------------------------------
 
     def checkpoint(self, *, clean: bool = False) -> None:
-        """Flush LMDB, start the journal's next generation on it, and pin it (here,
-        on the caller's thread; a background one in flight is dropped first)."""
+        """Flush LMDB, start the journal's next generation on it, and pin it."""
         journal = self._journal()
-        self._settle()
         try:
             self.env.sync(True)
             txnid = self._txnid()
-            metas = self._metas()
+            metas = _meta_pages(self.directory, self._page_size())
         except (lmdb.Error, OSError) as exc:
             raise Failed("journal checkpoint failed", path=self.directory, cause=repr(exc)) from exc
         journal.checkpoint(txnid=txnid, metas=metas, clean=clean)
@@ -431,7 +357,6 @@ class Keeper:
 
     def discard(self) -> None:
         """After a failed open: drop the pin and close the journal (not the lock)."""
-        self._settle()
         self._unpin()
         if self.journal is not None:
             self.journal.close()
@@ -439,7 +364,6 @@ class Keeper:
     def forget(self) -> None:
         """In a forked child: drop the inherited journal and lock (the parent keeps both)."""
         self.pin = None
-        self._flush = None  # its thread is the parent's
         if self.journal is not None:
             self.journal.close()
         self.lock.forget()
@@ -454,40 +378,8 @@ class Keeper:
     def _txnid(self) -> int:
         return int(self.env.info()["last_txnid"])
 
-    def _metas(self) -> bytes:
-        """``data.mdb``'s two meta pages as the page cache holds them now."""
-        return _meta_pages(self.directory, int(self.env.stat()["psize"]))
-
-
-class _Flush:
-    """A checkpoint in flight: the commit it is based on (pinned, its meta pages
-    kept) and the thread flushing LMDB."""
-
-    def __init__(
-        self, env: lmdb.Environment, pin: lmdb.Transaction[bytes], txnid: int, metas: bytes
-    ) -> None:
-        self.pin = pin
-        self.txnid = txnid
-        self.metas = metas
-        self.error: BaseException | None = None
-        self.done = threading.Event()
-        self.thread = threading.Thread(
-            target=self._run, args=(env,), name="subagents-journal-flush", daemon=True
-        )
-
-    def _run(self, env: lmdb.Environment) -> None:
-        # Everything the pinned commit wrote was in the page cache before this
-        # began, so it is on the disk when this returns (later pages may be too).
-        try:
-            env.sync(True)
-        except BaseException as exc:  # reported by the committer that finishes it
-            self.error = exc
-        finally:
-            self.done.set()
-
-    def abandon(self) -> None:
-        with contextlib.suppress(lmdb.Error):
-            self.pin.abort()
+    def _page_size(self) -> int:
+        return int(self.env.stat()["psize"])
 
 
 def _apply(env: lmdb.Environment, entries: Sequence[Sequence[Op]]) -> None:

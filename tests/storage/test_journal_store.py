@@ -48,11 +48,8 @@ class FlushedDisk:
                 disk.flushed[str(self._data)] = self._data.read_bytes()  # as created
 
             def sync(self, force: bool = False) -> None:
-                # What the file held when the flush began is on the disk when it
-                # returns; what commits wrote meanwhile may or may not be.
-                before = self._data.read_bytes()
                 self._env.sync(force)
-                disk.flushed[str(self._data)] = before
+                disk.flushed[str(self._data)] = self._data.read_bytes()
 
             def __getattr__(self, name: str) -> Any:
                 return getattr(self._env, name)
@@ -269,17 +266,17 @@ def test_a_checkpoint_that_fails_after_a_commit_does_not_fail_the_commit(
 
     backend = _backend(tmp_path)
     monkeypatch.setattr(journaled, "CHECKPOINT_COMMITS", 1)
+    real = journaled.Keeper.checkpoint
 
     def failing(self: journaled.Keeper, *, clean: bool = False) -> None:
         raise Failed("the disk went away", path=str(tmp_path))
 
     monkeypatch.setattr(journaled.Keeper, "checkpoint", failing)
-    monkeypatch.setattr(journaled.Keeper, "_begin", lambda self, journal: failing(self))
     model: dict[tuple[str, bytes], bytes] = {}
     with caplog.at_level("WARNING", logger="subagents.storage"):
         _apply(backend, model, [("a", 1, b"committed")], False)  # returns: it is durable
     assert "checkpoint after a commit failed" in caplog.text
-    monkeypatch.undo()
+    monkeypatch.setattr(journaled.Keeper, "checkpoint", real)
     _apply(backend, model, [("a", 2, b"next")], False)
     backend.close()
     reopened = _backend(tmp_path)
@@ -351,12 +348,10 @@ def test_a_failed_recovery_leaves_no_open_journal_or_lock(
 
 
 @pytest.mark.parametrize("seed", [11, 12, 13])
-def test_background_checkpoints_keep_every_returned_write_across_a_cut(
+def test_periodic_checkpoints_keep_every_returned_write_across_a_cut(
     disk: FlushedDisk, tmp_path: Path, seed: int
 ) -> None:
-    # The default region: checkpoints come every CHECKPOINT_COMMITS commits, each
-    # flushed on a thread of its own while later commits go on; the cut may come
-    # with one in flight.
+    # The default region: checkpoints come every CHECKPOINT_COMMITS commits.
     import storage._journaled as journaled
 
     backend = LmdbBackend(tmp_path / "live", tables=TABLES, journal=True)
@@ -379,10 +374,10 @@ def test_background_checkpoints_keep_every_returned_write_across_a_cut(
 def test_a_write_larger_than_the_journal_is_flushed_by_lmdb_itself(
     disk: FlushedDisk, tmp_path: Path
 ) -> None:
-    backend = _backend(tmp_path / "live")  # each generation holds 32 KiB of entries
+    backend = _backend(tmp_path / "live")  # the journal holds 64 KiB of entries
     model: dict[tuple[str, bytes], bytes] = {}
     _apply(backend, model, [("a", 1, b"small")], False)
-    _apply(backend, model, [("b", n, b"L" * 1500) for n in range(40)], False)  # ~60 KiB
+    _apply(backend, model, [("b", n, b"L" * 1500) for n in range(60)], False)  # ~90 KiB
     _apply(backend, model, [("a", 2, b"after")], False)
     disk.cut(tmp_path / "live", tmp_path / "cut", random.Random(2))
     backend.close()
