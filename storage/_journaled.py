@@ -47,6 +47,7 @@ from typing import Any
 import lmdb
 
 from ._errors import Failed, StorageFull, StoreError, StoreRefused
+from ._identity import fsync_directory
 from ._journal import (
     DEFAULT_REGION_BYTES,
     FIX_JOURNAL,
@@ -223,7 +224,7 @@ class Keeper:
             self.journal, _ = open_journal(
                 self.directory,
                 txnid=self._txnid(),
-                metas=_meta_pages(self.directory, self._page_size()),
+                metas=self._metas(),
                 region_bytes=region_bytes,
             )
             self._pin()
@@ -241,12 +242,7 @@ class Keeper:
         finally:
             journal.close()
         os.unlink(os.path.join(self.directory, JOURNAL_NAME))
-        with contextlib.suppress(OSError):
-            fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        fsync_directory(self.directory)
 
     # -- commits ------------------------------------------------------------------------------
 
@@ -303,7 +299,7 @@ class Keeper:
         try:
             self.env.sync(True)
             txnid = self._txnid()
-            metas = _meta_pages(self.directory, self._page_size())
+            metas = self._metas()
         except (lmdb.Error, OSError) as exc:
             raise Failed("journal checkpoint failed", path=self.directory, cause=repr(exc)) from exc
         journal.checkpoint(txnid=txnid, metas=metas, clean=clean)
@@ -378,8 +374,9 @@ class Keeper:
     def _txnid(self) -> int:
         return int(self.env.info()["last_txnid"])
 
-    def _page_size(self) -> int:
-        return int(self.env.stat()["psize"])
+    def _metas(self) -> bytes:
+        """``data.mdb``'s two meta pages as they are now (flushed by the caller)."""
+        return _meta_pages(self.directory, int(self.env.stat()["psize"]))
 
 
 def _apply(env: lmdb.Environment, entries: Sequence[Sequence[Op]]) -> None:
