@@ -71,7 +71,7 @@ def record_operations(directory: Path, count: int) -> list[Puts]:
     def noted(call: Callable[[], object]) -> None:
         rewrite.record(call)
         operations.append(
-            [(names[id(db)].encode(), key, value) for db, key, value in rewrite._puts]
+            [(names[id(db)].encode(), key, value) for db, key, value in rewrite.puts()]
         )
 
     try:

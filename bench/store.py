@@ -222,6 +222,10 @@ class Rewrite:
         """The stored bytes of the puts :meth:`record` noted last, in order."""
         return [value for _, _, value in self._puts]
 
+    def puts(self) -> list[tuple[Any, bytes, bytes]]:
+        """The puts :meth:`record` noted last: (LMDB database, key, stored bytes)."""
+        return list(self._puts)
+
     def commit(self) -> float:
         """Seconds taken by one durable transaction putting the noted bytes again."""
         env, puts = self._env, self._puts
