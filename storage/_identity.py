@@ -124,20 +124,28 @@ def read_marker(directory: str) -> StoreIdentity | None:
 
 def write_marker(directory: str, identity: StoreIdentity) -> None:
     """Write ``identity`` to ``directory``'s marker, atomically and durably (mode 0600)."""
-    path = os.path.join(directory, MARKER_NAME)
-    # One temporary name per process: two processes creating one store at once
-    # both write the same identity, and neither may trip over the other's file.
+    write_durably(os.path.join(directory, MARKER_NAME), _encode(identity) + b"\n")
+
+
+def write_durably(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` whole or not at all, and durably (mode 0600): a
+    temporary file is written and fsynced, renamed over ``path``, and the directory
+    is fsynced. Raises ``OSError``; the caller maps it."""
+    # One temporary name per process: two processes writing one file at once
+    # (two creating one store) must not trip over each other's temporary file.
     temp = f"{path}.{os.getpid()}.tmp"
     with contextlib.suppress(FileNotFoundError):
         os.unlink(temp)
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
-        os.write(fd, _encode(identity) + b"\n")
+        rest = memoryview(data)
+        while rest:
+            rest = rest[os.write(fd, rest) :]
         os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(temp, path)
-    fsync_directory(directory)
+    fsync_directory(os.path.dirname(path))
 
 
 def fsync_directory(directory: str) -> None:

@@ -48,7 +48,7 @@ from collections.abc import Sequence
 import msgspec
 
 from ._errors import Failed, StorageFull, StoreError, StoreRefused
-from ._identity import fsync_directory, require_regular
+from ._identity import require_regular, write_durably
 
 JOURNAL_NAME = "journal.log"
 """The journal's file, beside ``data.mdb``."""
@@ -281,7 +281,7 @@ def open_journal(
     path = os.path.join(directory, JOURNAL_NAME)
     if not require_regular(path, "journal"):
         first = JournalHeader(generation=1, txnid=txnid, metas=metas, region_bytes=region_bytes)
-        _create(directory, path, first, region_bytes)
+        _create(path, first, region_bytes)
     try:
         fd = os.open(path, os.O_RDWR)
     except OSError as exc:
@@ -299,25 +299,14 @@ def open_journal(
     return Journal(path, fd, recovered), recovered
 
 
-def _create(directory: str, path: str, header: JournalHeader, region_bytes: int) -> None:
-    """Write the whole file (header, then zeros) under a temporary name, flush it,
-    and rename it into place: a journal file that exists is always whole."""
-    temporary = path + ".new"
+def _create(path: str, header: JournalHeader, region_bytes: int) -> None:
+    """Write the whole file (slot 0 empty, the header in slot 1 where generation 1
+    lives, then the region as zeros) whole or not at all: a journal file that
+    exists is always whole."""
     framed = _frame_header(header)
+    whole = bytes(SLOT_BYTES) + framed + bytes(SLOT_BYTES - len(framed) + region_bytes)
     try:
-        fd = os.open(temporary, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            # Slot 1 first (generation 1 lives there), then slot 0 and the region as zeros.
-            os.pwrite(fd, bytes(SLOT_BYTES), 0)
-            os.pwrite(fd, framed + bytes(SLOT_BYTES - len(framed)), SLOT_BYTES)
-            chunk = bytes(1 << 20)
-            for offset in range(ENTRIES_AT, ENTRIES_AT + region_bytes, len(chunk)):
-                os.pwrite(fd, chunk[: ENTRIES_AT + region_bytes - offset], offset)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temporary, path)
-        fsync_directory(directory)
+        write_durably(path, whole)
     except OSError as exc:
         raise _os_error(exc, "create", path) from exc
 

@@ -119,14 +119,11 @@ class DirectoryLock:
             self._take(False)
 
     def release(self) -> None:
-        """Drop the lock. Idempotent."""
+        """Drop the lock (in a forked child: close the inherited descriptor; the
+        parent keeps the lock). Idempotent."""
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
-
-    def forget(self) -> None:
-        """In a forked child: close the inherited descriptor (the parent keeps the lock)."""
-        self.release()
 
 
 def _restore(directory: str, recovered: Recovered) -> None:
@@ -160,7 +157,7 @@ def _restore(directory: str, recovered: Recovered) -> None:
 
 
 def prepare(
-    directory: str, *, journal: bool, region_bytes: int = DEFAULT_REGION_BYTES
+    directory: str, *, journal: bool
 ) -> tuple[DirectoryLock, tuple[Journal, Recovered] | None]:
     """Lock ``directory`` and, before LMDB maps its file, roll it back to the
     journal's checkpoint when the journal is unclean.
@@ -176,7 +173,7 @@ def prepare(
         if not os.path.lexists(path):
             return lock, None
         lock.make_exclusive()
-        opened = open_journal(directory, txnid=0, metas=b"", region_bytes=region_bytes)
+        opened = open_journal(directory, txnid=0, metas=b"")  # it exists: read back
         try:
             if not opened[1].header.clean:
                 _restore(directory, opened[1])
@@ -197,10 +194,9 @@ def _meta_pages(directory: str, page_size: int) -> bytes:
 class Keeper:
     """The journal of one open environment (see the module docstring)."""
 
-    def __init__(self, env: lmdb.Environment, directory: str, lock: DirectoryLock) -> None:
+    def __init__(self, env: lmdb.Environment, directory: str) -> None:
         self.env = env
         self.directory = directory
-        self.lock = lock
         self.journal: Journal | None = None
         self.pin: lmdb.Transaction[bytes] | None = None
         self.flushes = 0
@@ -341,28 +337,26 @@ class Keeper:
     # -- closing ------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Checkpoint as clean, drop the pin, close the journal and unlock. Before LMDB closes."""
+        """Checkpoint as clean, drop the pin and close the journal. Before LMDB closes;
+        the directory's lock is its environment's to release."""
         try:
             if self.journal is not None:
                 self.checkpoint(clean=True)
         finally:
-            self._unpin()
-            if self.journal is not None:
-                self.journal.close()
-            self.lock.release()
+            self.discard()
 
     def discard(self) -> None:
-        """After a failed open: drop the pin and close the journal (not the lock)."""
+        """Drop the pin and close the journal (also after a failed open)."""
         self._unpin()
         if self.journal is not None:
             self.journal.close()
 
     def forget(self) -> None:
-        """In a forked child: drop the inherited journal and lock (the parent keeps both)."""
+        """In a forked child: close the inherited journal. The pin is left alone: its
+        reader slot is the parent's."""
         self.pin = None
         if self.journal is not None:
             self.journal.close()
-        self.lock.forget()
 
     # -- helpers ------------------------------------------------------------------------------
 

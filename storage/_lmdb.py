@@ -423,7 +423,8 @@ class _Env:
     ) -> None:
         """Take over the directory's lock and its journal (see storage._journaled):
         replay and keep it when journaled, else replay and remove it."""
-        keeper = Keeper(self.env, self.path, lock)
+        self.dir_lock = lock  # released by close() (or by the caller if this raises)
+        keeper = Keeper(self.env, self.path)
         if self.journaled:
             try:
                 keeper.replay(opened, region_bytes)
@@ -434,7 +435,6 @@ class _Env:
         elif opened is not None:
             keeper.leave(opened)
             lock.share()
-        self.dir_lock = lock
 
     def _commit(self, txn: lmdb.Transaction[bytes], ops: list[Op] | None) -> None:
         """Commit a top-level write transaction (through the journal, when there is one)."""
@@ -955,8 +955,8 @@ def _after_fork_in_child() -> None:
         entry.queue.clear()
         if entry.keeper is not None:
             entry.keeper.forget()
-        elif entry.dir_lock is not None:
-            entry.dir_lock.forget()
+        if entry.dir_lock is not None:
+            entry.dir_lock.release()
         if entry in _quiesced and entry.pid > 0:
             with contextlib.suppress(lmdb.Error):
                 entry.env.close()
@@ -1101,12 +1101,14 @@ class LmdbBackend:
             self._release()
             raise
 
-    def _open_env(self, *, verify_bytes: int, region_bytes: int, **options: Any) -> _Env:
+    def _open_env(
+        self, *, verify_bytes: int, region_bytes: int, journaled: bool, **options: Any
+    ) -> _Env:
         """Lock the directory, recover its journal's checkpoint, check the file, open
-        LMDB, then replay or leave the journal (storage._journaled)."""
+        LMDB, then replay or leave the journal (storage._journaled). ``options`` are
+        :class:`_Env`'s."""
         try:
-            journaled = options["journaled"]
-            lock, opened = prepare(self.path, journal=journaled, region_bytes=region_bytes)
+            lock, opened = prepare(self.path, journal=journaled)
         except OSError as exc:
             raise _map_error(exc, op="recover the journal", path=self.path) from exc
         entry: _Env | None = None
@@ -1114,7 +1116,7 @@ class LmdbBackend:
             # Before LMDB maps the file: a truncated or damaged one is
             # refused here instead of killing the process.
             marker = preflight(self.path, verify_bytes=verify_bytes)
-            entry = _Env(self.path, **options)
+            entry = _Env(self.path, journaled=journaled, **options)
             entry.attach(lock, opened, region_bytes)
         except BaseException as exc:
             if opened is not None:

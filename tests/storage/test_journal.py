@@ -63,7 +63,7 @@ def test_a_new_journal_has_its_full_size_and_the_callers_base(tmp_path: Path) ->
     assert (recovered.header.generation, recovered.header.txnid) == (1, 7)
     assert recovered.header.metas == METAS
     assert recovered.entries == ()
-    assert not list(tmp_path.glob("*.new"))
+    assert not list(tmp_path.glob("*.tmp"))  # the temporary file was renamed into place
 
 
 def test_appended_entries_come_back_in_order_with_deletes(tmp_path: Path) -> None:
