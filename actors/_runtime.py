@@ -71,12 +71,19 @@ class PooledInbox:
         """Bind the pool and schedule the actor's first burst (``on_start``, then messages)."""
         self._pool = pool
         self.burst = first
-        self._submit()
+        self._submit(soon=True)
 
-    def _submit(self) -> None:
+    def _submit(self, *, soon: bool) -> None:
+        """Queue the actor's next burst: ``soon`` (a message woke the actor) lets a
+        sender on this pool's own worker run it right after its current item
+        (:meth:`WorkerPool.run_next`); a burst that used up its turn queues behind
+        the other actors."""
         assert self._pool is not None and self.burst is not None
         try:
-            self._pool.run(self.burst)
+            if soon:
+                self._pool.run_next(self.burst)
+            else:
+                self._pool.run(self.burst)
         except RuntimeError:  # the pool stopped: the host is gone, the actor with it
             log.debug("actor burst dropped: its pool is stopped")
 
@@ -91,7 +98,7 @@ class PooledInbox:
         if fallback is not None:
             fallback(envelope)
             return
-        self._submit()
+        self._submit(soon=True)
 
     def take(self) -> Any | None:
         """The next envelope, or ``None`` when empty (the burst's own thread only)."""
@@ -104,7 +111,7 @@ class PooledInbox:
             if not self._queue:
                 self._scheduled = False
                 return
-        self._submit()
+        self._submit(soon=False)
 
     def get(self) -> Any:
         # pykka's teardown calls get() only after empty() said False.
@@ -169,6 +176,10 @@ class LoopThread:
         return not self.thread.is_alive()
 
 
+NEXT_CHAIN = 8
+"""Items a worker runs from its *next* slot in a row before it hands the next one on."""
+
+
 class WorkerPool:
     """At most ``size`` non-daemon worker threads running submitted callables in FIFO order.
 
@@ -176,6 +187,13 @@ class WorkerPool:
     to ``size``) and then stay until :meth:`stop`. Unlike ``ThreadPoolExecutor``
     it can be joined under a deadline: ``stop(timeout)`` refuses new work, lets
     queued work finish and returns whether every thread ended in time.
+
+    Each worker has a *next* slot (:meth:`run_next`): work one of its own items
+    queues there runs on the same thread as soon as that item returns, instead
+    of waking another worker that would contend with it for the GIL while it
+    finishes (an actor that tells another one, then returns). Whatever sits in
+    the slot is handed to every worker (:meth:`release_next`) before its worker
+    starts anything else that could take long.
     """
 
     def __init__(self, name: str, size: int = 1) -> None:
@@ -188,6 +206,7 @@ class WorkerPool:
         self._closed = False
         self._idle = 0
         self._inflight: set[concurrent.futures.Future[Any]] = set()
+        self._worker = threading.local()  # on each worker: ``next``, its slot
         self.threads: list[threading.Thread] = []
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future[Any]:
@@ -209,6 +228,33 @@ class WorkerPool:
                 raise RuntimeError("worker pool is stopped")
         self._put((fn, None))
 
+    def run_next(self, fn: Callable[[], Any]) -> None:
+        """Like :meth:`run`, but on one of this pool's workers whose *next* slot is
+        free, ``fn`` goes there: it runs on that worker right after the item it is
+        running returns (or is handed to every worker by :meth:`release_next`).
+
+        Only for work nobody blocks on from inside the same pool (an actor's burst:
+        actors never wait on actors), since the worker that queued it runs it only
+        once its own item returns. Elsewhere, or with the slot taken, this is :meth:`run`.
+        """
+        worker = self._worker
+        if getattr(worker, "next", False) is None:
+            with self._lock:
+                if self._closed:
+                    raise RuntimeError("worker pool is stopped")
+            worker.next = fn
+            return
+        self.run(fn)
+
+    def release_next(self) -> None:
+        """Hand the calling worker's *next* item, if any, to whichever worker is free
+        (the caller is about to do more than return). A no-op off the pool's workers."""
+        worker = self._worker
+        fn = getattr(worker, "next", None)
+        if fn is not None:
+            worker.next = None
+            self._put((fn, None))
+
     def _put(self, item: tuple[Callable[[], Any], concurrent.futures.Future[Any] | None]) -> None:
         self._queue.put(item)
         with self._lock:
@@ -229,6 +275,7 @@ class WorkerPool:
             return list(self._inflight)
 
     def _main(self) -> None:
+        self._worker.next = None
         while True:
             with self._lock:
                 self._idle += 1
@@ -239,19 +286,35 @@ class WorkerPool:
                 return
             fn, fut = item
             if fut is None:
+                self._run_logged(fn)
+            elif fut.set_running_or_notify_cancel():
                 try:
-                    fn()
-                except BaseException:  # an actor burst never raises; log and keep the thread
-                    log.exception("pooled work raised")
-                continue
-            if not fut.set_running_or_notify_cancel():
-                continue
-            try:
-                result = fn()
-            except BaseException as exc:  # reported to the submitter, never lost
-                fut.set_exception(exc)
-            else:
-                fut.set_result(result)
+                    result = fn()
+                except BaseException as exc:  # reported to the submitter, never lost
+                    fut.set_exception(exc)
+                else:
+                    fut.set_result(result)
+            self._run_slot()
+
+    def _run_slot(self) -> None:
+        """Run what the finished item left in this worker's *next* slot: a chain of at
+        most :data:`NEXT_CHAIN` such items, then the rest goes to the shared queue
+        (two actors telling each other forever must not keep one worker to themselves)."""
+        worker = self._worker
+        for _ in range(NEXT_CHAIN):
+            fn = worker.next
+            if fn is None:
+                return
+            worker.next = None
+            self._run_logged(fn)
+        self.release_next()
+
+    @staticmethod
+    def _run_logged(fn: Callable[[], Any]) -> None:
+        try:
+            fn()
+        except BaseException:  # an actor burst never raises; log and keep the thread
+            log.exception("pooled work raised")
 
     def stop(self, timeout: float | None) -> bool:
         with self._lock:
@@ -358,12 +421,16 @@ class PooledActor(pykka.ThreadingActor):
     def _burst(self) -> None:
         inbox = self.actor_inbox
         assert isinstance(inbox, PooledInbox)
+        pool = self.pool
         for _ in range(BURST):
             if self.actor_stopped.is_set():
                 break
             envelope = inbox.take()
             if envelope is None:
                 break
+            # An actor this one woke while handling the previous message waits in
+            # this worker's next slot: not behind this message too.
+            pool.release_next()
             self._handle_envelope(envelope)
         if self.actor_stopped.is_set():
             self._actor_loop_teardown()
