@@ -1,0 +1,31 @@
+"""bench/floor.py runs its three sides end to end and reports each side of every round.
+A smoke test only: it never asserts timing."""
+
+from __future__ import annotations
+
+import json
+
+from bench_helpers import run_bench
+
+BENCH = "floor.py"
+
+
+def test_the_floor_bench_reports_each_side_per_round_as_json() -> None:
+    done = run_bench(BENCH, "--trips", "20", "--rounds", "2", "--json")
+    result = json.loads(done.stdout)
+    from bench.floor import SIDES
+
+    assert result["trips"] == 20
+    assert len(result["rounds"]) == 2
+    for per_round in result["rounds"]:
+        assert set(per_round) == set(SIDES)
+        for figures in per_round.values():
+            assert figures["us"] > 0 and figures["cpu_us"] >= 0
+    assert result["load_before"] and result["load_after"]
+
+
+def test_the_floor_bench_prints_its_ratios_for_people() -> None:
+    done = run_bench(BENCH, "--trips", "10", "--rounds", "1")
+    for line in ("journal / shape", "sync / shape", "CPU us per round trip"):
+        assert line in done.stdout
+    assert "load average before" in done.stdout and "load average after" in done.stdout
