@@ -6,6 +6,8 @@
 - :func:`spread`: the median of a list of per-round figures with its min and
   max, the one way a ratio is reported (each round measures both sides,
   interleaved, so drift in the machine's load hits both alike).
+- :func:`rounds_main`: the command line of a bench measured in rounds
+  (``--<count>``, ``--rounds``, ``--json``), run through :func:`report`.
 - :class:`CommitCounter`: counts the writes a store asks its backend for
   (each one durable commit request) and, on LMDB, the physical write
   transactions (``last_txnid``: one fsync'd commit each, after batching).
@@ -13,6 +15,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -57,6 +60,25 @@ def report(
         print(render(result))
     print_load("after", stream)
     return result
+
+
+def rounds_main(
+    doc: str,
+    argv: list[str] | None,
+    count: tuple[str, int, str],
+    measure: Callable[[int, int], dict[str, Any]],
+    render: Callable[[dict[str, Any]], str],
+) -> int:
+    """Parse ``--<name> N`` (``count``: name, default, help), ``--rounds N`` and
+    ``--json``, then :func:`report` ``measure(N, rounds)`` with ``render``; 0."""
+    name, default, help_text = count
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument(f"--{name}", type=int, default=default, help=help_text)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    report(lambda: measure(getattr(args, name), args.rounds), render, args.json)
+    return 0
 
 
 def spread(values: Sequence[float]) -> dict[str, float]:

@@ -29,7 +29,6 @@ A benchmark, not a test: it never asserts timing and exits 0.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import queue
@@ -46,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench._common import fmt_spread, report  # noqa: E402
+from bench._common import fmt_spread, rounds_main  # noqa: E402
 
 BLOCK_TRIPS = 50
 SIDES = ("shape", "journal", "sync")
@@ -196,13 +195,8 @@ def render(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trips", type=int, default=1000, help="round trips per side per round")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args(argv)
-    report(lambda: measure(args.trips, args.rounds), render, args.json)
-    return 0
+    count = ("trips", 1000, "round trips per side per round")
+    return rounds_main(__doc__, argv, count, measure, render)
 
 
 if __name__ == "__main__":

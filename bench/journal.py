@@ -32,7 +32,6 @@ never asserts timing and exits 0.
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -46,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench._common import fmt_spread, report  # noqa: E402
+from bench._common import fmt_spread, rounds_main  # noqa: E402
 
 MAP_SIZE = 1 << 30
 BLOCK_OPS = 50
@@ -206,13 +205,8 @@ def render(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ops", type=int, default=1000, help="attempts recorded (x2 operations)")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args(argv)
-    report(lambda: measure(args.ops, args.rounds), render, args.json)
-    return 0
+    count = ("ops", 1000, "attempts recorded (x2 operations)")
+    return rounds_main(__doc__, argv, count, measure, render)
 
 
 if __name__ == "__main__":
