@@ -248,11 +248,19 @@ class WorkerPool:
 
     def release_next(self) -> None:
         """Hand the calling worker's *next* item, if any, to whichever worker is free
-        (the caller is about to do more than return). A no-op off the pool's workers."""
+        (the caller is about to do more than return). A no-op off the pool's workers.
+        Once the pool is stopping, the item runs here instead: the workers may have
+        taken their last item, and it was accepted before the stop."""
         worker = self._worker
         fn = getattr(worker, "next", None)
-        if fn is not None:
-            worker.next = None
+        if fn is None:
+            return
+        worker.next = None
+        with self._lock:
+            closed = self._closed
+        if closed:
+            self._run_logged(fn)
+        else:
             self._put((fn, None))
 
     def _put(self, item: tuple[Callable[[], Any], concurrent.futures.Future[Any] | None]) -> None:

@@ -129,3 +129,23 @@ def test_an_actor_woken_by_a_message_is_not_kept_behind_the_next_message() -> No
     b.stop()
     assert a_waited == [True]
     assert pool.stop(WAIT)
+
+
+def test_work_in_the_slot_when_the_pool_stops_still_runs() -> None:
+    """Accepted before the stop, handed on after it: it runs (here), not stranded
+    behind the workers' last item."""
+    pool = WorkerPool("test-next-stop", size=1)
+    deferred, gate, ran = threading.Event(), threading.Event(), threading.Event()
+
+    def first() -> None:
+        pool.run_next(ran.set)
+        deferred.set()
+        assert gate.wait(WAIT)
+        pool.release_next()
+
+    pool.run(first)
+    assert deferred.wait(WAIT)
+    assert not pool.stop(0)  # stopping now; its one worker is still in ``first``
+    gate.set()
+    assert ran.wait(WAIT)
+    assert pool.stop(WAIT)
