@@ -18,7 +18,8 @@ methods (the supervisor actor's handling of a delegate message, the store's
 accept, terminal commit and claim-and-acknowledge, and the attempt actor's
 launch of the child onto the loop and handling of the child's end), each wrapped
 to note a ``time.perf_counter`` mark. From the launch to the child's start is the
-loop thread's wake-up. That wraps
+loop thread's wake-up (the launch's entry is marked: the loop may start the
+child before the launching method has returned). That wraps
 private methods, which is why this is a bench and not a test or an API; the
 wrappers cost about a microsecond per mark. Every row is the median, over the
 attempts whose marks came in the usual order, of the time from one mark to the
@@ -61,7 +62,7 @@ MARKS = {
     "accept>": "the store's accept_attempt",
     "accept<": "accept committed",
     "supervisor<": "the supervisor actor answered (the attempt's actor started)",
-    "launch<": "the attempt's actor handed the child to the event loop",
+    "launch>": "the attempt's actor hands the child to the event loop",
     "child>": "the child starts on the event loop",
     "finished>": "the attempt actor takes the child's end",
     "terminal>": "the store's commit_terminal (delivering to a wait that came first)",
