@@ -157,19 +157,22 @@ def measure(trips: int, rounds: int) -> dict[str, Any]:
 
 
 def _round(sides: dict[str, Any], trips: int, number: int) -> dict[str, dict[str, float]]:
-    """One round: each side's median us per trip and CPU us per trip."""
+    """One round: each side's median us per trip, CPU us per trip and trips run."""
     order = SIDES[number % len(SIDES) :] + SIDES[: number % len(SIDES)]
     took: dict[str, list[float]] = {side: [] for side in SIDES}
     cpu: dict[str, float] = dict.fromkeys(SIDES, 0.0)
-    for _ in range(max(1, trips // BLOCK_TRIPS)):
+    whole, rest = divmod(trips, BLOCK_TRIPS)
+    blocks = [BLOCK_TRIPS] * whole + ([rest] if rest else [])
+    for size in blocks:
         for side in order:
-            times, spent = _block(sides[side].one, min(trips, BLOCK_TRIPS))
+            times, spent = _block(sides[side].one, size)
             took[side] += times
             cpu[side] += spent
     return {
         side: {
             "us": statistics.median(took[side]) * 1e6,
             "cpu_us": cpu[side] / len(took[side]) * 1e6,
+            "trips": len(took[side]),
         }
         for side in SIDES
     }

@@ -11,16 +11,17 @@ BENCH = "floor.py"
 
 
 def test_the_floor_bench_reports_each_side_per_round_as_json() -> None:
-    done = run_bench(BENCH, "--trips", "20", "--rounds", "2", "--json")
+    done = run_bench(BENCH, "--trips", "60", "--rounds", "2", "--json")
     result = json.loads(done.stdout)
     from bench.floor import SIDES
 
-    assert result["trips"] == 20
+    assert result["trips"] == 60
     assert len(result["rounds"]) == 2
     for per_round in result["rounds"]:
         assert set(per_round) == set(SIDES)
         for figures in per_round.values():
             assert figures["us"] > 0 and figures["cpu_us"] >= 0
+            assert figures["trips"] == 60  # a whole block of 50 and the 10 left over
     assert result["load_before"] and result["load_after"]
 
 
