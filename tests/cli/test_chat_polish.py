@@ -27,6 +27,19 @@ def _chat(*args: str) -> list[str]:
     return [sys.executable, "-m", "subagents._cli", "chat", *args]
 
 
+# A runner started in the background (``cmd &`` without job control, nohup) ignores
+# SIGINT, and a child inherits that: Ctrl-C would never reach the chat. The child
+# takes Python's own SIGINT handler back first, as it has when started from a terminal.
+_WITH_CTRL_C = (
+    "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler);"
+    " sys.argv[0] = 'subagents'; runpy.run_module('subagents._cli', run_name='__main__')"
+)
+
+
+def _chat_with_ctrl_c(*args: str) -> list[str]:
+    return [sys.executable, "-c", _WITH_CTRL_C, "chat", *args]
+
+
 def test_slash_commands_are_not_prompts() -> None:
     done = run_cli("chat", "--config", str(EXAMPLE), stdin="/help\n/attempts\n/bogus\n/quit\nx\n")
     assert done.returncode == 0, done.stderr
@@ -107,7 +120,7 @@ def test_ctrl_c_says_what_it_cancelled(tmp_path: Path) -> None:
     gates.mkdir()
     data = tmp_path / "data"
     chat = subprocess.Popen(
-        _chat("--config", str(gated_config(tmp_path)), "--data-dir", str(data)),
+        _chat_with_ctrl_c("--config", str(gated_config(tmp_path)), "--data-dir", str(data)),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
