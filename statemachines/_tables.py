@@ -43,6 +43,7 @@ class MachineSpec:
     entries: tuple[str, ...] = ()
     _edges: frozenset[tuple[str, str]] = field(init=False, repr=False, compare=False)
     _triggers: dict[tuple[str, str], str] = field(init=False, repr=False, compare=False)
+    _paths: dict[tuple[str, str], tuple[str, ...]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         known = set(self.states)
@@ -56,6 +57,10 @@ class MachineSpec:
         triggers = {(t.trigger, t.source): t.dest for t in self.transitions}
         object.__setattr__(self, "_edges", edges)
         object.__setattr__(self, "_triggers", triggers)
+        paths: dict[tuple[str, str], tuple[str, ...]] = {}
+        for state in self.states:
+            paths.update(self._shortest_walks(state))
+        object.__setattr__(self, "_paths", paths)
 
     def allows(self, source: str, dest: str) -> bool:
         """Whether some transition moves ``source`` to ``dest``."""
@@ -95,12 +100,26 @@ class MachineSpec:
 
         Terminal states have no outgoing transitions, so they never appear in between.
         A store that validates a walk checks each of its edges with :meth:`check`.
+        Walks are found once, when the spec is built (every commit asks for one).
         """
-        if source == dest or self.allows(source, dest):
+        if source == dest:
             return ()
+        try:
+            return self._paths[(source, dest)]
+        except KeyError:
+            raise InvalidTransition(
+                f"{self.name}: {dest} is not reachable from {source}",
+                machine=self.name,
+                source=source,
+                dest=dest,
+            ) from None
+
+    def _shortest_walks(self, source: str) -> dict[tuple[str, str], tuple[str, ...]]:
+        """Breadth first from ``source`` in row order: the states between it and each
+        state it reaches (the first shortest walk found)."""
         came: dict[str, str] = {source: source}
         frontier = [source]
-        while frontier and dest not in came:
+        while frontier:
             step: list[str] = []
             for state in frontier:
                 for row in self.transitions:
@@ -108,19 +127,15 @@ class MachineSpec:
                         came[row.dest] = state
                         step.append(row.dest)
             frontier = step
-        if dest not in came:
-            raise InvalidTransition(
-                f"{self.name}: {dest} is not reachable from {source}",
-                machine=self.name,
-                source=source,
-                dest=dest,
-            )
-        between: list[str] = []
-        state = came[dest]
-        while state != source:
-            between.append(state)
-            state = came[state]
-        return tuple(reversed(between))
+        walks: dict[tuple[str, str], tuple[str, ...]] = {}
+        for dest, before in came.items():
+            between: list[str] = []
+            state = before
+            while state != source:
+                between.append(state)
+                state = came[state]
+            walks[(source, dest)] = tuple(reversed(between))
+        return walks
 
     def is_terminal(self, state: str) -> bool:
         return state in self.terminal

@@ -10,6 +10,7 @@ import itertools
 
 import pytest
 
+from actors._machines import ATTEMPT
 from statemachines import (
     DELIVERY,
     EXECUTION,
@@ -276,3 +277,35 @@ def test_path_is_a_shortest_walk_along_the_table(
 def test_path_to_an_unreachable_state_is_invalid(source: str, dest: str) -> None:
     with pytest.raises(InvalidTransition):
         EXECUTION.path(source, dest)
+
+
+def _distances(spec: MachineSpec) -> dict[tuple[str, str], int]:
+    """Shortest walk lengths (in transitions) between states, by Floyd-Warshall over
+    the edge set: an oracle that shares nothing with ``path``'s breadth-first walk."""
+    far = len(spec.states) + 1
+    d = {(a, b): 0 if a == b else far for a in spec.states for b in spec.states}
+    for row in spec.transitions:
+        if row.source != row.dest:
+            d[(row.source, row.dest)] = 1
+    for k, a, b in itertools.product(spec.states, repeat=3):
+        d[(a, b)] = min(d[(a, b)], d[(a, k)] + d[(k, b)])
+    return {pair: n for pair, n in d.items() if n < far}
+
+
+@pytest.mark.parametrize("spec", [*MACHINES, ATTEMPT], ids=lambda spec: spec.name)
+def test_path_between_every_pair_of_states_is_a_shortest_walk_or_refused(
+    spec: MachineSpec,
+) -> None:
+    distance = _distances(spec)
+    for source, dest in itertools.product(spec.states, repeat=2):
+        if source == dest:
+            assert spec.path(source, dest) == ()  # a move to the same state is no walk
+            continue
+        if (source, dest) not in distance:
+            with pytest.raises(InvalidTransition):
+                spec.path(source, dest)
+            continue
+        between = spec.path(source, dest)
+        walk = (source, *between, dest)
+        assert all(spec.allows(a, b) for a, b in itertools.pairwise(walk)), walk
+        assert len(walk) - 1 == distance[(source, dest)]
