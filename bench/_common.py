@@ -8,6 +8,9 @@
   interleaved, so drift in the machine's load hits both alike).
 - :func:`rounds_main`: the command line of a bench measured in rounds
   (``--<count>``, ``--rounds``, ``--json``), run through :func:`report`.
+- :func:`blocks_round`: one round of sides taking turns in blocks of round
+  trips, each side's median round trip and CPU per trip; :func:`side_lines`
+  prints them.
 - :class:`CommitCounter`: counts the writes a store asks its backend for
   (each one durable commit request) and, on LMDB, the physical write
   transactions (``last_txnid``: one fsync'd commit each, after batching).
@@ -79,6 +82,46 @@ def rounds_main(
     args = parser.parse_args(argv)
     report(lambda: measure(getattr(args, name), args.rounds), render, args.json)
     return 0
+
+
+Block = Callable[[int], tuple[list[float], float]]
+"""Run N round trips: each one's seconds, and the process CPU seconds of all N."""
+
+
+def blocks_round(
+    blocks: dict[str, Block], order: Sequence[str], trips: int, block_trips: int
+) -> dict[str, dict[str, float]]:
+    """One round: the sides take turns in ``order``, ``block_trips`` round trips at a
+    time, until each ran ``trips``; per side its median microseconds per round trip
+    (``us``), its CPU microseconds per trip (``cpu_us``) and the trips run."""
+    took: dict[str, list[float]] = {side: [] for side in blocks}
+    cpu: dict[str, float] = dict.fromkeys(blocks, 0.0)
+    whole, rest = divmod(trips, block_trips)
+    for size in [block_trips] * whole + ([rest] if rest else []):
+        for side in order:
+            times, spent = blocks[side](size)
+            took[side] += times
+            cpu[side] += spent
+    return {
+        side: {
+            "us": statistics.median(took[side]) * 1e6,
+            "cpu_us": cpu[side] / len(took[side]) * 1e6,
+            "trips": len(took[side]),
+        }
+        for side in blocks
+    }
+
+
+def side_lines(rounds: Sequence[dict[str, dict[str, float]]], sides: Sequence[str]) -> list[str]:
+    """The table of :func:`blocks_round` figures: a header, then per side its round
+    trip and CPU per trip, median [min-max] of the rounds."""
+    width = max(len("side"), *(len(side) for side in sides))
+    lines = [f"{'side':{width}s} {'us per round trip':>28s} {'CPU us per round trip':>28s}"]
+    for side in sides:
+        us = fmt_spread([r[side]["us"] for r in rounds], 0)
+        cpu = fmt_spread([r[side]["cpu_us"] for r in rounds], 0)
+        lines.append(f"{side:{width}s} {us:>28s} {cpu:>28s}")
+    return lines
 
 
 def spread(values: Sequence[float]) -> dict[str, float]:

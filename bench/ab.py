@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import statistics
 import subprocess
 import sys
 import tarfile
@@ -145,28 +144,17 @@ def measure(base: str, store: str, trips: int, rounds: int) -> dict[str, Any]:
 
 
 def _round(sides: dict[str, Side], trips: int, number: int) -> dict[str, dict[str, float]]:
-    """One round: each side's median us per trip, CPU us per trip and trips run."""
+    """One round, the order swapping: each side's median us per trip, CPU us per trip
+    and trips run."""
+    from bench._common import blocks_round
+
     order = SIDES if number % 2 == 0 else SIDES[::-1]
-    took: dict[str, list[float]] = {side: [] for side in SIDES}
-    cpu: dict[str, float] = dict.fromkeys(SIDES, 0.0)
-    whole, rest = divmod(trips, BLOCK_TRIPS)
-    for size in [BLOCK_TRIPS] * whole + ([rest] if rest else []):
-        for side in order:
-            times, spent = sides[side].block(size)
-            took[side] += times
-            cpu[side] += spent
-    return {
-        side: {
-            "us": statistics.median(took[side]) * 1e6,
-            "cpu_us": cpu[side] / len(took[side]) * 1e6,
-            "trips": len(took[side]),
-        }
-        for side in SIDES
-    }
+    blocks = {side: sides[side].block for side in SIDES}
+    return blocks_round(blocks, order, trips, BLOCK_TRIPS)
 
 
 def render(result: dict[str, Any]) -> str:
-    from bench._common import fmt_spread
+    from bench._common import fmt_spread, side_lines
 
     rounds = result["rounds"]
     lines = [
@@ -174,12 +162,8 @@ def render(result: dict[str, Any]) -> str:
         f" {result['trips']} round trips per side per round, {len(rounds)} rounds;"
         " median [min-max] of the rounds",
         "",
-        f"{'side':6s} {'us per round trip':>28s} {'CPU us per round trip':>28s}",
+        *side_lines(rounds, SIDES),
     ]
-    for side in SIDES:
-        us = fmt_spread([r[side]["us"] for r in rounds], 0)
-        cpu = fmt_spread([r[side]["cpu_us"] for r in rounds], 0)
-        lines.append(f"{side:6s} {us:>28s} {cpu:>28s}")
     rate = fmt_spread([r["base"]["us"] / r["work"]["us"] for r in rounds], 3)
     cpu = fmt_spread([r["base"]["cpu_us"] / r["work"]["cpu_us"] for r in rounds], 3)
     lines += [

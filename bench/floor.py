@@ -30,9 +30,9 @@ A benchmark, not a test: it never asserts timing and exits 0.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import queue
-import statistics
 import sys
 import tempfile
 import threading
@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench._common import fmt_spread, rounds_main  # noqa: E402
+from bench._common import blocks_round, fmt_spread, rounds_main, side_lines  # noqa: E402
 
 BLOCK_TRIPS = 50
 SIDES = ("shape", "journal", "sync")
@@ -157,25 +157,11 @@ def measure(trips: int, rounds: int) -> dict[str, Any]:
 
 
 def _round(sides: dict[str, Any], trips: int, number: int) -> dict[str, dict[str, float]]:
-    """One round: each side's median us per trip, CPU us per trip and trips run."""
+    """One round, the order rotating: each side's median us per trip, CPU us per trip
+    and trips run."""
     order = SIDES[number % len(SIDES) :] + SIDES[: number % len(SIDES)]
-    took: dict[str, list[float]] = {side: [] for side in SIDES}
-    cpu: dict[str, float] = dict.fromkeys(SIDES, 0.0)
-    whole, rest = divmod(trips, BLOCK_TRIPS)
-    blocks = [BLOCK_TRIPS] * whole + ([rest] if rest else [])
-    for size in blocks:
-        for side in order:
-            times, spent = _block(sides[side].one, size)
-            took[side] += times
-            cpu[side] += spent
-    return {
-        side: {
-            "us": statistics.median(took[side]) * 1e6,
-            "cpu_us": cpu[side] / len(took[side]) * 1e6,
-            "trips": len(took[side]),
-        }
-        for side in SIDES
-    }
+    blocks = {side: functools.partial(_block, sides[side].one) for side in SIDES}
+    return blocks_round(blocks, order, trips, BLOCK_TRIPS)
 
 
 def render(result: dict[str, Any]) -> str:
@@ -184,12 +170,8 @@ def render(result: dict[str, Any]) -> str:
         f"one round trip at a time, {result['trips']} per side per round, {len(rounds)} rounds;"
         " median [min-max] of the rounds",
         "",
-        f"{'side':8s} {'us per round trip':>28s} {'CPU us per round trip':>28s}",
+        *side_lines(rounds, SIDES),
     ]
-    for side in SIDES:
-        us = fmt_spread([r[side]["us"] for r in rounds], 0)
-        cpu = fmt_spread([r[side]["cpu_us"] for r in rounds], 0)
-        lines.append(f"{side:8s} {us:>28s} {cpu:>28s}")
     lines += ["", "ratios of rates, per round (median [min-max]):"]
     for kernel in ("journal", "sync"):
         ratios = fmt_spread([r["shape"]["us"] / r[kernel]["us"] for r in rounds])
