@@ -25,8 +25,9 @@ transaction that stamps it. Whoever opens the log first (the kernel, or an
 older host's event log) decides inside that transaction, so no value is ever
 sealed twice.
 
-:class:`EventOutbox` is the view of the kernel's backend that collects the
-events a write appended and hands them to the listeners once ``write``
+:class:`EventOutbox` is the view of the kernel's backend that appends the
+events of a write (each session's counter read once and put once per run of
+the write's function) and hands them to the listeners once ``write``
 returned (the commit happened). A write whose function ran more than once (a
 serialization retry, a batch run again) reports only the events of its last
 run.
@@ -192,11 +193,32 @@ def open_event_layout(raw: Backend) -> None:
 # -- the outbox -------------------------------------------------------------------------------
 
 
-class EventOutbox:
-    """A view of the kernel's backend that reports the events each write committed.
+class _Run:
+    """One run of a write's function: the events it appended and, per session, the
+    last seq it gave (the counter in ``host_meta`` is put once, as the run ends)."""
 
-    ``write(fn)`` runs ``fn`` through ``inner``; :meth:`collect` (called by the
-    kernel inside ``fn``) records an event appended by this run of ``fn``. Once
+    __slots__ = ("events", "seqs", "txn")
+
+    def __init__(self, txn: Txn) -> None:
+        self.txn = txn
+        self.events: list[StoreEvent] = []
+        self.seqs: dict[str, int] = {}
+
+    def settle(self) -> None:
+        """Put each session's last seq (in the run's own transaction)."""
+        for session_id, seq in self.seqs.items():
+            self.txn.put(META_TABLE, seq_key(session_id), seq.to_bytes(8, "big"))
+
+
+class EventOutbox:
+    """A view of the kernel's backend that appends events and reports those each
+    write committed.
+
+    ``write(fn)`` runs ``fn`` through ``inner``; :meth:`append` (called by the
+    kernel inside ``fn``, with ``fn``'s transaction) appends the session's next
+    event. Within one run of ``fn`` a session's counter is read once and put once,
+    when ``fn`` returns, in the same transaction (a run that raises puts nothing,
+    and its transaction, or its part of a batch, is rolled back). Once
     ``inner.write`` returned, the events of the run that committed go to every
     listener, on the calling thread, in seq order; a listener that raises is
     logged and skipped. A write that raised reports nothing (nothing committed,
@@ -214,29 +236,49 @@ class EventOutbox:
         return self.inner.read(fn)
 
     def write(self, fn: Callable[[Txn], T]) -> T:
-        if not self._listeners:
-            return self.inner.write(fn)
-        pending: list[StoreEvent] = []
+        last: list[_Run] = []
 
         def run(txn: Txn) -> T:
-            pending.clear()  # a function run again reports its last run only
-            outer = getattr(self._local, "pending", None)
-            self._local.pending = pending
+            this = _Run(txn)  # a function run again reports its last run only
+            last[:] = [this]
+            outer = getattr(self._local, "run", None)
+            self._local.run = this
             try:
-                return fn(txn)
+                result = fn(txn)
+                this.settle()
+                return result
             finally:
-                self._local.pending = outer
+                self._local.run = outer
 
         result = self.inner.write(run)
-        if pending:
-            self._notify(list(pending))
+        if last and last[0].events and self._listeners:
+            self._notify(list(last[0].events))
         return result
 
-    def collect(self, event: StoreEvent) -> None:
-        """Record ``event`` for the write running on this thread (if one listens)."""
-        pending = getattr(self._local, "pending", None)
-        if pending is not None:
-            pending.append(event)
+    def append(
+        self,
+        txn: Txn,
+        session_id: str,
+        kind: str,
+        run_id: str | None,
+        data: dict[str, Any],
+        *,
+        at: float,
+    ) -> StoreEvent:
+        """Append the session's next event in ``txn`` (see the class docstring); in a
+        transaction this outbox did not open, the counter is read and put at once."""
+        this: _Run | None = getattr(self._local, "run", None)
+        if this is None or this.txn is not txn:
+            return append(txn, session_id, kind, run_id, data, at=at)
+        seq = this.seqs.get(session_id)
+        seq = (last_seq(txn, session_id) if seq is None else seq) + 1
+        event = StoreEvent(
+            seq=seq, session_id=session_id, kind=kind, at=at, run_id=run_id, data=data
+        )
+        txn.put(EVENTS_TABLE, event_key(session_id, seq), _encoder.encode(event))
+        this.seqs[session_id] = seq
+        this.events.append(event)
+        return event
 
     def add_listener(self, listener: EventListener) -> Callable[[], None]:
         with self._lock:

@@ -503,7 +503,7 @@ class KernelStore(SessionStore):
     ) -> None:
         """Append one event in this transaction (the outbox); nothing without event tables."""
         if self.has_events:
-            self._outbox.collect(evlog.append(txn, session_id, kind, run_id, data, at=now))
+            self._outbox.append(txn, session_id, kind, run_id, data, at=now)
 
     def _emit_attempt(
         self, txn: Txn, record: AttemptRecord, kind: str, now: float, **data: Any
@@ -2108,9 +2108,7 @@ class KernelStore(SessionStore):
 
         def fn(txn: Txn) -> evlog.StoreEvent:
             now = self.clock.now()
-            event = evlog.append(txn, session_id, kind, run_id, data, at=now)
-            self._outbox.collect(event)
-            return event
+            return self._outbox.append(txn, session_id, kind, run_id, data, at=now)
 
         return self.backend.write(fn)
 

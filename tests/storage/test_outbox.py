@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+import msgspec
 import pytest
 from builders import (
     CLAIM_TTL,
@@ -359,3 +360,58 @@ def test_a_store_without_event_tables_keeps_no_log(clock: ManualClock) -> None:
 def test_the_memory_store_counts_fencing_generations(clock: ManualClock) -> None:
     store = MemorySessionStore(clock=clock)
     assert [store.next_fencing_generation() for _ in range(3)] == [1, 2, 3]
+
+
+# -- a session's counter: read once and put once per transaction ----------------------------------
+
+
+class _CountingTxn(PassTxn):
+    """Counts the reads and puts of the sessions' event counters (``host_meta``)."""
+
+    def __init__(self, raw: Txn, counts: dict[str, int]) -> None:
+        super().__init__(raw)
+        self.counts = counts
+
+    def get(self, table: str, key: bytes) -> bytes | None:
+        if table == "host_meta" and key.startswith(b"seq\0"):
+            self.counts["get"] += 1
+        return self.raw.get(table, key)
+
+    def put(self, table: str, key: bytes, value: bytes) -> None:
+        if table == "host_meta" and key.startswith(b"seq\0"):
+            self.counts["put"] += 1
+        self.raw.put(table, key, value)
+
+
+class _CountingBackend(_FaultyBackend):
+    """``raw`` whose write transactions count the counters' reads and puts."""
+
+    def __init__(self, raw: Backend) -> None:
+        super().__init__(raw)
+        self.counts = {"get": 0, "put": 0}
+
+    def write(self, fn: Callable[[Txn], T]) -> T:
+        return self.raw.write(lambda txn: fn(_CountingTxn(txn, self.counts)))
+
+
+def test_a_commit_with_three_events_reads_and_puts_the_sessions_counter_once(
+    store: SessionStore, clock: ManualClock
+) -> None:
+    assert isinstance(store, KernelStore)
+    setup_session(store, clock)
+    _result(store, clock, 1)
+    counting = _CountingBackend(store.raw_backend)
+    view = KernelStore(counting, clock=clock)
+    accepted = view.accept_attempt(acceptance(clock, "subattempt_w", "agent-bg-w"))
+    assert counting.counts == {"get": 1, "put": 1}
+    before = len(_kinds(store))
+    # Started, terminal and delivered to a waiter: one transaction, three events.
+    commit = msgspec.structs.replace(
+        terminal(accepted, clock), via=("starting", "running"), deliver_claim_id="waiter-1"
+    )
+    view.commit_terminal(commit)
+    assert _kinds(store)[before:] == ["attempt.started", "attempt.terminal", "attempt.delivered"]
+    assert counting.counts == {"get": 2, "put": 2}
+    _dense(store)
+    assert store.append_event(SESSION, "note", None, {}).seq == before + 4
+    _dense(store)
