@@ -129,9 +129,14 @@ def append(
     """Append the session's next event (one counter read, two puts)."""
     seq = last_seq(txn, session_id) + 1
     event = StoreEvent(seq=seq, session_id=session_id, kind=kind, at=at, run_id=run_id, data=data)
-    txn.put(EVENTS_TABLE, event_key(session_id, seq), _encoder.encode(event))
+    put_event(txn, event)
     txn.put(META_TABLE, seq_key(session_id), seq.to_bytes(8, "big"))
     return event
+
+
+def put_event(txn: Txn, event: StoreEvent) -> None:
+    """Put ``event`` under its session and seq (the session's counter is the caller's)."""
+    txn.put(EVENTS_TABLE, event_key(event.session_id, event.seq), _encoder.encode(event))
 
 
 def replay(txn: Txn, session_id: str, after_seq: int, limit: int) -> list[StoreEvent]:
@@ -275,7 +280,7 @@ class EventOutbox:
         event = StoreEvent(
             seq=seq, session_id=session_id, kind=kind, at=at, run_id=run_id, data=data
         )
-        txn.put(EVENTS_TABLE, event_key(session_id, seq), _encoder.encode(event))
+        put_event(txn, event)
         this.seqs[session_id] = seq
         this.events.append(event)
         return event
