@@ -17,8 +17,9 @@ The two take turns in blocks of 50 round trips, the order swapping each round;
 each reports, per block, the microseconds of each round trip and its process CPU
 (``time.process_time``: all of its threads). A side's figure in a round is its
 median round trip, its mean round trip (which, unlike the median, counts the
-trips that waited for a journal checkpoint) and its CPU per trip; the ratios (``base / work``: above 1,
-the work is cheaper) are taken per round from the same round's two sides. The
+trips that waited for a journal checkpoint) and its CPU per trip; the ratios
+(``base / work``: above 1, the work is cheaper) are taken per round from the
+same round's two sides. The
 load average is printed before and after. A benchmark, not a test: it never
 asserts timing and exits 0.
 """
