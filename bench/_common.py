@@ -9,8 +9,8 @@
 - :func:`rounds_main`: the command line of a bench measured in rounds
   (``--<count>``, ``--rounds``, ``--json``), run through :func:`report`.
 - :func:`blocks_round`: one round of sides taking turns in blocks of round
-  trips, each side's median round trip and CPU per trip; :func:`side_lines`
-  prints them.
+  trips, each side's median and mean round trip, CPU and fsyncs per trip;
+  :func:`side_lines` prints them.
 - :class:`CommitCounter`: counts the writes a store asks its backend for
   (each one durable commit request) and, on LMDB, the physical write
   transactions (``last_txnid``: one fsync'd commit each, after batching).
@@ -84,8 +84,9 @@ def rounds_main(
     return 0
 
 
-Block = Callable[[int], tuple[list[float], float]]
-"""Run N round trips: each one's seconds, and the process CPU seconds of all N."""
+Block = Callable[[int], tuple[list[float], float, int]]
+"""Run N round trips: each one's seconds, the process CPU seconds of all N, and the
+durable flushes (fsyncs) they cost, as the side's store counts them."""
 
 
 def blocks_round(
@@ -95,20 +96,24 @@ def blocks_round(
     time, until each ran ``trips``; per side its median microseconds per round trip
     (``us``), its mean (``mean_us``: the median leaves out the rare slow trip, such
     as one that waited for a journal checkpoint; the mean counts it), its CPU
-    microseconds per trip (``cpu_us``) and the trips run."""
+    microseconds per trip (``cpu_us``), its fsyncs per trip (``fsyncs``) and the
+    trips run."""
     took: dict[str, list[float]] = {side: [] for side in blocks}
     cpu: dict[str, float] = dict.fromkeys(blocks, 0.0)
+    fsyncs: dict[str, int] = dict.fromkeys(blocks, 0)
     whole, rest = divmod(trips, block_trips)
     for size in [block_trips] * whole + ([rest] if rest else []):
         for side in order:
-            times, spent = blocks[side](size)
+            times, spent, flushed = blocks[side](size)
             took[side] += times
             cpu[side] += spent
+            fsyncs[side] += flushed
     return {
         side: {
             "us": statistics.median(took[side]) * 1e6,
             "mean_us": statistics.fmean(took[side]) * 1e6,
             "cpu_us": cpu[side] / len(took[side]) * 1e6,
+            "fsyncs": fsyncs[side] / len(took[side]),
             "trips": len(took[side]),
         }
         for side in blocks
@@ -117,17 +122,19 @@ def blocks_round(
 
 def side_lines(rounds: Sequence[dict[str, dict[str, float]]], sides: Sequence[str]) -> list[str]:
     """The table of :func:`blocks_round` figures: a header, then per side its round
-    trip (median and mean) and CPU per trip, median [min-max] of the rounds."""
+    trip (median and mean), CPU and fsyncs per trip, median [min-max] of the rounds."""
     width = max(len("side"), *(len(side) for side in sides))
     lines = [
         f"{'side':{width}s} {'us per round trip, median':>28s}"
         f" {'us per round trip, mean':>28s} {'CPU us per round trip':>28s}"
+        f" {'fsyncs per round trip':>24s}"
     ]
     for side in sides:
         us = fmt_spread([r[side]["us"] for r in rounds], 0)
         mean = fmt_spread([r[side]["mean_us"] for r in rounds], 0)
         cpu = fmt_spread([r[side]["cpu_us"] for r in rounds], 0)
-        lines.append(f"{side:{width}s} {us:>28s} {mean:>28s} {cpu:>28s}")
+        fsyncs = fmt_spread([r[side]["fsyncs"] for r in rounds], 2)
+        lines.append(f"{side:{width}s} {us:>28s} {mean:>28s} {cpu:>28s} {fsyncs:>24s}")
     return lines
 
 

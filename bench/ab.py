@@ -17,7 +17,9 @@ The two take turns in blocks of 50 round trips, the order swapping each round;
 each reports, per block, the microseconds of each round trip and its process CPU
 (``time.process_time``: all of its threads). A side's figure in a round is its
 median round trip, its mean round trip (which, unlike the median, counts the
-trips that waited for a journal checkpoint) and its CPU per trip; the ratios
+trips that waited for a journal checkpoint), its CPU per trip and its fsyncs
+per trip (the store's own count: the journal's flushes and its checkpoints',
+or LMDB's); the ratios
 (``base / work``: above 1, the work is cheaper) are taken per round from the
 same round's two sides. The
 load average is printed before and after. A benchmark, not a test: it never
@@ -48,7 +50,8 @@ WARMUP = 100
 
 def serve(tree: Path, store: str) -> int:
     """Run ``tree``'s ``KernelSide`` on a store of its own; answer each line ``N`` of
-    stdin with one JSON line: the N round trips' seconds and their process CPU."""
+    stdin with one JSON line: the N round trips' seconds, their process CPU and the
+    fsyncs the store counted for them."""
     sys.path.insert(0, str(tree))
     from bench.supervisor import KernelSide
 
@@ -60,13 +63,15 @@ def serve(tree: Path, store: str) -> int:
             print("ready", flush=True)
             for line in sys.stdin:
                 took: list[float] = []
+                flushed = side.store.counters().fsyncs
                 cpu = time.process_time()
                 for _ in range(int(line)):
                     began = time.perf_counter()
                     side.one(0)
                     took.append(time.perf_counter() - began)
                 spent = time.process_time() - cpu
-                print(json.dumps({"took": took, "cpu": spent}), flush=True)
+                fsyncs = side.store.counters().fsyncs - flushed
+                print(json.dumps({"took": took, "cpu": spent, "fsyncs": fsyncs}), flush=True)
         finally:
             side.close()
     return 0
@@ -92,12 +97,12 @@ class Side:
             raise RuntimeError(f"a side exited with {self.process.wait()}")
         return line.strip()
 
-    def block(self, trips: int) -> tuple[list[float], float]:
+    def block(self, trips: int) -> tuple[list[float], float, int]:
         assert self.process.stdin is not None
         self.process.stdin.write(f"{trips}\n")
         self.process.stdin.flush()
         answer = json.loads(self._line())
-        return answer["took"], answer["cpu"]
+        return answer["took"], answer["cpu"], answer["fsyncs"]
 
     def close(self) -> None:
         if self.process.stdin is not None:

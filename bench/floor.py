@@ -20,8 +20,10 @@ Three sides, each one caller doing one round trip at a time:
 
 No side makes a model request, keeps a message history or counts usage. The
 sides take turns in blocks of 50 round trips, the order rotating each round;
-a side's figure in a round is the median microseconds of a round trip and its
-process CPU per trip (all threads, ``time.process_time``), and every ratio
+a side's figure in a round is the median (and the mean) microseconds of a round
+trip, its process CPU per trip (all threads, ``time.process_time``) and its
+fsyncs per trip (the shape's own flushes; the kernel's, counted by its store:
+two commits, and the journal's checkpoints or LMDB's), and every ratio
 (``shape / journal``: how far the kernel is from its floor) is taken per round
 from the same round's two sides. The load average is printed before and after.
 A benchmark, not a test: it never asserts timing and exits 0.
@@ -61,6 +63,7 @@ class Shape:
         os.write(self.fd, bytes(FILE_BYTES))  # written whole: no extent changes later
         os.fsync(self.fd)
         self.at = 0
+        self.flushes = 0
         self.work: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
         self.worker = threading.Thread(target=self._serve, name="floor-worker")
         self.loop = asyncio.new_event_loop()
@@ -75,6 +78,7 @@ class Shape:
     def _flush(self) -> None:
         os.pwrite(self.fd, b"j" * 4096, self.at)
         os.fdatasync(self.fd)
+        self.flushes += 1
         self.at = (self.at + 4096) % FILE_BYTES
 
     def one(self) -> None:
@@ -102,6 +106,9 @@ class Shape:
         answered.wait()
         ended.wait()
 
+    def fsyncs(self) -> int:
+        return self.flushes
+
     def close(self) -> None:
         self.work.put(None)
         self.worker.join()
@@ -122,33 +129,37 @@ class Kernel:
     def one(self) -> None:
         self.side.one(0)
 
+    def fsyncs(self) -> int:
+        return self.side.store.counters().fsyncs
+
     def close(self) -> None:
         self.side.close()
 
 
-def _block(one: Callable[[], None], trips: int) -> tuple[list[float], float]:
-    """Per-trip seconds and the process CPU seconds of ``trips`` round trips."""
+def _block(side: Shape | Kernel, trips: int) -> tuple[list[float], float, int]:
+    """Per-trip seconds, the process CPU seconds and the fsyncs of ``trips`` round trips."""
     took: list[float] = []
+    flushed = side.fsyncs()
     cpu = time.process_time()
     for _ in range(trips):
         began = time.perf_counter()
-        one()
+        side.one()
         took.append(time.perf_counter() - began)
-    return took, time.process_time() - cpu
+    return took, time.process_time() - cpu, side.fsyncs() - flushed
 
 
 def measure(trips: int, rounds: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-floor-") as tmp:
         for side in SIDES:
             (Path(tmp) / side).mkdir()
-        sides: dict[str, Any] = {
+        sides: dict[str, Shape | Kernel] = {
             "shape": Shape(Path(tmp) / "shape"),
             "journal": Kernel(Path(tmp) / "journal" / "store", journal=True),
             "sync": Kernel(Path(tmp) / "sync" / "store", journal=False),
         }
         try:
             for side in sides.values():
-                _block(side.one, WARMUP)
+                _block(side, WARMUP)
             per_round = [_round(sides, trips, r) for r in range(rounds)]
         finally:
             for side in sides.values():
@@ -160,7 +171,7 @@ def _round(sides: dict[str, Any], trips: int, number: int) -> dict[str, dict[str
     """One round, the order rotating: each side's median us per trip, CPU us per trip
     and trips run."""
     order = SIDES[number % len(SIDES) :] + SIDES[: number % len(SIDES)]
-    blocks = {side: functools.partial(_block, sides[side].one) for side in SIDES}
+    blocks = {side: functools.partial(_block, sides[side]) for side in SIDES}
     return blocks_round(blocks, order, trips, BLOCK_TRIPS)
 
 

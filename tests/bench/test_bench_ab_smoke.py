@@ -28,6 +28,7 @@ def test_the_ab_bench_reports_both_sides_per_round_against_the_named_revision() 
         for figures in per_round.values():
             assert figures["us"] > 0 and figures["cpu_us"] > 0
             assert figures["mean_us"] > 0
+            assert 2 <= figures["fsyncs"] < 2.5  # two durable commits a trip, counted
             assert figures["trips"] == 60  # a whole block of 50 and the 10 left over
     assert result["load_before"] and result["load_after"]
 

@@ -40,6 +40,8 @@ def test_the_critical_path_bench_times_every_mark_of_one_attempt_as_json() -> No
     assert all(s["us"] > 0 for s in commits)
     assert result["commits_us"] == pytest.approx(sum(s["us"] for s in commits))
     assert result["raw_commit_us"] > 0
+    # Counted by the store: two durable commits an attempt, three for one that was claimed.
+    assert 2 <= result["fsyncs_per_attempt"] <= 3
     assert result["not_commits_us"] == pytest.approx(
         sum(s["us"] for s in steps) - result["commits_us"]
     )
@@ -48,6 +50,7 @@ def test_the_critical_path_bench_times_every_mark_of_one_attempt_as_json() -> No
 def test_the_critical_path_bench_prints_a_table_for_people() -> None:
     done = run_bench(BENCH, "--attempts", "20")
     assert "durable commits: " in done.stdout and "handed the result by the" in done.stdout
+    assert "fsyncs per attempt, counted by the store" in done.stdout
     assert "load average before" in done.stdout and "load average after" in done.stdout
 
 
