@@ -14,16 +14,15 @@ its own store (``LmdbSessionStore(journal=True)`` or ``sync=True``, as
 - ``work``: this checkout as it is, uncommitted changes included.
 
 The two take turns in blocks of 50 round trips, the order swapping each round;
-each reports, per block, the microseconds of each round trip and its process CPU
-(``time.process_time``: all of its threads). A side's figure in a round is its
-median round trip, its mean round trip (which, unlike the median, counts the
-trips that waited for a journal checkpoint), its CPU per trip and its fsyncs
-per trip (the store's own count: the journal's flushes and its checkpoints',
-or LMDB's); the ratios
-(``base / work``: above 1, the work is cheaper) are taken per round from the
-same round's two sides. The
-load average is printed before and after. A benchmark, not a test: it never
-asserts timing and exits 0.
+each reports, per block, the microseconds of each round trip, its process CPU
+(``time.process_time``: all of its threads) and the fsyncs its store counted. A
+side's figure in a round is its median round trip, its mean round trip (which,
+unlike the median, counts the trips that waited for a journal checkpoint), its
+CPU per trip and its fsyncs per trip (the journal's flushes and its
+checkpoints', or LMDB's); the ratios (``base / work``: above 1, the work is
+cheaper) are taken per round from the same round's two sides. The load average
+is printed before and after. A benchmark, not a test: it never asserts timing
+and exits 0.
 """
 
 from __future__ import annotations

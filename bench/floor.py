@@ -167,9 +167,10 @@ def measure(trips: int, rounds: int) -> dict[str, Any]:
     return {"trips": trips, "rounds": per_round}
 
 
-def _round(sides: dict[str, Any], trips: int, number: int) -> dict[str, dict[str, float]]:
-    """One round, the order rotating: each side's median us per trip, CPU us per trip
-    and trips run."""
+def _round(
+    sides: dict[str, Shape | Kernel], trips: int, number: int
+) -> dict[str, dict[str, float]]:
+    """One round, the order rotating: each side's figures (:func:`blocks_round`)."""
     order = SIDES[number % len(SIDES) :] + SIDES[: number % len(SIDES)]
     blocks = {side: functools.partial(_block, sides[side]) for side in SIDES}
     return blocks_round(blocks, order, trips, BLOCK_TRIPS)
