@@ -11,6 +11,8 @@
 - :func:`blocks_round`: one round of sides taking turns in blocks of round
   trips, each side's median and mean round trip, CPU and fsyncs per trip;
   :func:`side_lines` prints them.
+- :func:`worker_line`: the next line of a bench's worker process, or an error
+  naming it when it exited.
 - :class:`CommitCounter`: counts the writes a store asks its backend for
   (each one durable commit request) and, on LMDB, the physical write
   transactions (``last_txnid``: one fsync'd commit each, after batching).
@@ -22,6 +24,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -63,6 +66,16 @@ def report(
         print(render(result))
     print_load("after", stream)
     return result
+
+
+def worker_line(process: subprocess.Popen[str], who: str) -> str:
+    """The next line a bench's worker process wrote, or :class:`RuntimeError` naming
+    ``who`` and its exit status when it ended instead."""
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    if not line:
+        raise RuntimeError(f"{who} exited with {process.wait(60)}")
+    return line
 
 
 def rounds_main(

@@ -90,11 +90,9 @@ class Side:
             raise RuntimeError(f"the side in {tree} did not start")
 
     def _line(self) -> str:
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        if not line:
-            raise RuntimeError(f"a side exited with {self.process.wait()}")
-        return line.strip()
+        from bench._common import worker_line
+
+        return worker_line(self.process, "a side").strip()
 
     def block(self, trips: int) -> tuple[list[float], float, int]:
         assert self.process.stdin is not None

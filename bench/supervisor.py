@@ -102,7 +102,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench._common import load_average, print_load  # noqa: E402
+from bench._common import load_average, print_load, worker_line  # noqa: E402
 
 MEMORY_TARGET_KIB = 100.0
 THROUGHPUT_TARGET = 2000.0
@@ -622,11 +622,7 @@ class Worker:
             raise RuntimeError(f"worker {self.kind} did not start: {line!r}")
 
     def _line(self) -> str:
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        if not line:
-            raise RuntimeError(f"worker {self.kind} exited with {self.process.wait(60)}")
-        return line
+        return worker_line(self.process, f"worker {self.kind}")
 
     def round(self, seconds: float, concurrency: int) -> dict[str, Any]:
         assert self.process.stdin is not None
